@@ -1,0 +1,375 @@
+/*
+ * kvstore.h - the public C ABI of libkvstore.
+ *
+ * libkvstore is a parameter-synchronisation store for data-parallel training: a trainer
+ * initialises named tensors, pushes gradients (several values for one key are summed), the
+ * store merges the sum into the stored value through an updater (default: assign), and pull
+ * copies the stored value into one or many output arrays.
+ *
+ * Conventions (they hold for every function below unless its comment says otherwise):
+ *
+ *  - Return value. Every fallible function returns int: 0 (KV_OK) on success or a negative
+ *    KV_ERR_* code from kvstore_errors.h. On failure KVGetLastError() returns a message for
+ *    the calling thread that names the key, shapes and dtypes involved. No C++ exception,
+ *    abort() or exit() ever leaves the library.
+ *  - Atomicity. A call that fails leaves every stored value and every output argument as it
+ *    was (output arrays of a failed pull are not written; *out handles are not set).
+ *  - Handles. KVStoreHandle and KVArrayHandle are pointers to distinct incomplete structs.
+ *    Passing NULL where a handle is required returns KV_ERR_NULL_POINTER. Passing a handle
+ *    that was already freed is undefined behaviour, as with free().
+ *  - Ownership. Objects created by a *Create function are owned by the caller and released by
+ *    the matching *Free function, which accepts NULL. Strings returned through `const char**`
+ *    are owned by the library and stay valid as stated per function.
+ *  - Threads. Every function may be called from any thread. Store functions may be called on
+ *    one store from many threads at once: operations on one key are serialised in call order
+ *    per thread, operations on different keys proceed in parallel. Array functions on one
+ *    array are not synchronised with each other: do not write an array from one thread while
+ *    another thread reads or writes it (the store itself never holds on to caller arrays).
+ *  - Keys. A store uses int keys (functions without suffix) or string keys (the *Str twins),
+ *    fixed by the first call that names a key; using the other kind afterwards returns
+ *    KV_ERR_KEY_KIND_MISMATCH naming the key.
+ *  - Lists. Data calls take parallel arrays `keys[i]`, `vals[i]` of length `num`. A key that
+ *    appears several times in one push has its values summed; in one pull, each listed output
+ *    receives a copy of the stored value.
+ */
+#ifndef KVSTORE_KVSTORE_H_
+#define KVSTORE_KVSTORE_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kvstore_errors.h"
+
+#if defined(_WIN32)
+#if defined(KVSTORE_BUILDING_LIBRARY)
+#define KVSTORE_API __declspec(dllexport)
+#else
+#define KVSTORE_API __declspec(dllimport)
+#endif
+#else
+#define KVSTORE_API __attribute__((visibility("default")))
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------------------------------- */
+/* Version, features, errors                                                                 */
+/* ---------------------------------------------------------------------------------------- */
+
+#define KVSTORE_VERSION_MAJOR 0
+#define KVSTORE_VERSION_MINOR 1
+#define KVSTORE_VERSION_PATCH 0
+/* MAJOR*10000 + MINOR*100 + PATCH */
+#define KVSTORE_VERSION_NUMBER \
+  (KVSTORE_VERSION_MAJOR * 10000 + KVSTORE_VERSION_MINOR * 100 + KVSTORE_VERSION_PATCH)
+
+/* The version of the loaded library, as KVSTORE_VERSION_NUMBER. Never fails. */
+KVSTORE_API int KVGetVersion(void);
+
+/* The version of the loaded library as "MAJOR.MINOR.PATCH"; static storage. Never fails. */
+KVSTORE_API const char* KVGetVersionString(void);
+
+/* Optional features for KVHasFeature. */
+typedef enum KVFeature {
+  KV_FEATURE_CUDA = 1, /* built with CUDA kernels (a GPU may still be absent at run time) */
+  KV_FEATURE_NCCL = 2, /* built with the nccl store (libnccl is opened on first use) */
+  KV_FEATURE_DIST = 3  /* built with the distributed (parameter-server) stores */
+} KVFeature;
+
+/* 1 if the library was built with `feature`, 0 if not or if `feature` is unknown. */
+KVSTORE_API int KVHasFeature(int feature);
+
+/* The number of usable GPUs at run time: 0 in a build without CUDA or when no driver or
+ * device is present (that is not an error). Returns 0 or KV_ERR_NULL_POINTER. */
+KVSTORE_API int KVGetGpuCount(int* out_count);
+
+/* The message of the most recent failed call on the calling thread, or "" if none has failed.
+ * The string stays valid until the next failing call on this thread. Never fails. */
+KVSTORE_API const char* KVGetLastError(void);
+
+/* The symbolic name of an error code ("KV_ERR_SHAPE_MISMATCH", "KV_OK"), or "KV_ERR_UNKNOWN"
+ * for a value not in the table; static storage. Never fails. */
+KVSTORE_API const char* KVErrorName(int code);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Arrays                                                                                    */
+/* ---------------------------------------------------------------------------------------- */
+
+/* An n-dimensional dense array of one dtype on one device. */
+typedef struct KVArray_ KVArray;
+typedef KVArray* KVArrayHandle;
+
+/* Element types. The values match the reference implementation's type flags. */
+typedef enum KVDType {
+  KV_FLOAT32 = 0,
+  KV_FLOAT64 = 1,
+  KV_FLOAT16 = 2, /* IEEE 754 binary16, stored as uint16_t bit patterns */
+  KV_UINT8 = 3,
+  KV_INT32 = 4,
+  KV_INT64 = 6
+} KVDType;
+
+/* Device types of a context (dev_type, dev_id). */
+typedef enum KVDeviceType {
+  KV_CPU = 1, /* any dev_id >= 0; all CPU contexts share host memory */
+  KV_GPU = 2  /* dev_id in [0, KVGetGpuCount()); KV_ERR_DEVICE otherwise */
+} KVDeviceType;
+
+/* The largest rank an array may have. */
+#define KV_MAX_NDIM 32
+
+/* Element-wise operators for KVArrayBinary / KVArrayBinaryScalar. */
+typedef enum KVBinaryOp {
+  KV_OP_ADD = 0, /* a + b */
+  KV_OP_SUB = 1, /* a - b */
+  KV_OP_MUL = 2, /* a * b */
+  KV_OP_DIV = 3  /* a / b; integer dtypes truncate and reject a zero divisor */
+} KVBinaryOp;
+
+/* Creates a zero-filled array of `ndim` dims (0 <= ndim <= KV_MAX_NDIM; ndim 0 is a scalar
+ * with one element) with `shape[i] >= 0`. `shape` may be NULL when ndim is 0.
+ * Errors: NULL_POINTER (out, or shape with ndim > 0), INVALID_ARGUMENT (ndim, negative dim,
+ * unknown dtype, element count overflow), DEVICE (unknown dev_type, negative dev_id, GPU
+ * unavailable), OUT_OF_MEMORY. On success the caller owns *out. */
+KVSTORE_API int KVArrayCreate(const int64_t* shape, int ndim, int dtype, int dev_type,
+                              int dev_id, KVArrayHandle* out);
+
+/* Releases an array. NULL is accepted. Returns 0. The array must not be in use by another
+ * call at the same time. */
+KVSTORE_API int KVArrayFree(KVArrayHandle array);
+
+/* Number of dimensions. Errors: NULL_POINTER. */
+KVSTORE_API int KVArrayGetNDim(KVArrayHandle array, int* out_ndim);
+
+/* Copies the dims into `out_dims`, which holds `capacity` entries; *out_ndim receives the rank
+ * (also when capacity is too small, in which case INVALID_ARGUMENT is returned and nothing is
+ * copied). Errors: NULL_POINTER, INVALID_ARGUMENT. */
+KVSTORE_API int KVArrayGetShape(KVArrayHandle array, int64_t* out_dims, int capacity,
+                                int* out_ndim);
+
+/* Total number of elements (product of dims; 1 for rank 0). Errors: NULL_POINTER. */
+KVSTORE_API int KVArrayGetSize(KVArrayHandle array, int64_t* out_size);
+
+/* Size of the data in bytes. Errors: NULL_POINTER. */
+KVSTORE_API int KVArrayGetNBytes(KVArrayHandle array, size_t* out_nbytes);
+
+/* Element type (a KVDType). Errors: NULL_POINTER. */
+KVSTORE_API int KVArrayGetDType(KVArrayHandle array, int* out_dtype);
+
+/* Device context. Errors: NULL_POINTER. */
+KVSTORE_API int KVArrayGetContext(KVArrayHandle array, int* out_dev_type, int* out_dev_id);
+
+/* Size in bytes of one element of `dtype`, or 0 for an unknown dtype. Never fails. */
+KVSTORE_API size_t KVDTypeSize(int dtype);
+
+/* Address of the element data of a CPU array, for zero-copy access from bindings (numpy,
+ * NIO buffers). The pointer stays valid until the array is freed; the caller must respect
+ * the threading rule above. Waits for pending asynchronous writes first (see
+ * KVArrayWaitToRead). Errors: NULL_POINTER, DEVICE (the array is not on the CPU). */
+KVSTORE_API int KVArrayGetData(KVArrayHandle array, void** out_data);
+
+/* Copies exactly `nbytes` bytes of host memory into the array. `nbytes` must equal the
+ * array's byte size. Errors: NULL_POINTER, INVALID_ARGUMENT (byte count), CUDA. */
+KVSTORE_API int KVArrayCopyFromHost(KVArrayHandle array, const void* data, size_t nbytes);
+
+/* Copies the array into `nbytes` bytes of host memory; `nbytes` must equal the array's
+ * byte size. Errors: NULL_POINTER, INVALID_ARGUMENT (byte count), CUDA. */
+KVSTORE_API int KVArrayCopyToHost(KVArrayHandle array, void* data, size_t nbytes);
+
+/* Copies `src` into `dst` (any devices). Shapes and dtypes must be equal.
+ * Errors: NULL_POINTER, SHAPE_MISMATCH, DTYPE_MISMATCH, CUDA. */
+KVSTORE_API int KVArrayCopy(KVArrayHandle dst, KVArrayHandle src);
+
+/* Sets every element to `value` converted to the array's dtype (integer dtypes truncate
+ * toward zero; out-of-range values are an INVALID_ARGUMENT). Errors: NULL_POINTER,
+ * INVALID_ARGUMENT, CUDA. */
+KVSTORE_API int KVArrayFill(KVArrayHandle array, double value);
+
+/* out = a <op> b, element-wise. a, b and out must share shape, dtype and device; `out` may
+ * be `a` or `b` (in-place). Errors: NULL_POINTER, INVALID_ARGUMENT (op, integer division by
+ * zero: `out` is then unchanged), SHAPE_MISMATCH, DTYPE_MISMATCH, DEVICE, CUDA. */
+KVSTORE_API int KVArrayBinary(int op, KVArrayHandle a, KVArrayHandle b, KVArrayHandle out);
+
+/* out = a <op> scalar, element-wise, with the scalar converted to the dtype of `a`. `out`
+ * may be `a`. Errors as KVArrayBinary. */
+KVSTORE_API int KVArrayBinaryScalar(int op, KVArrayHandle a, double scalar, KVArrayHandle out);
+
+/* Blocks until every pending asynchronous write into the array (a pull of a distributed
+ * store) has finished; returns the error of a failed one (its code and message).
+ * Arrays of in-process stores are never pending. Errors: NULL_POINTER, plus any code a
+ * failed asynchronous pull produced (TIMEOUT, NETWORK, PEER_DEAD, ...). */
+KVSTORE_API int KVArrayWaitToRead(KVArrayHandle array);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Stores                                                                                    */
+/* ---------------------------------------------------------------------------------------- */
+
+typedef struct KVStore_ KVStore;
+typedef KVStore* KVStoreHandle;
+
+/* Updater: merges the summed pushed value `recv` into `stored`, in place, for an int key
+ * (or, when no string updater is set, for the internal int id of a string key).
+ * `recv` and `stored` are borrowed for the duration of the call: do not free them or keep
+ * them. Use the KVArray* functions to read and write them. Return 0 on success; any other
+ * value fails the push with KV_ERR_CALLBACK and the stored value stays as it was before the
+ * push. The updater runs on the thread that called push/pushpull for in-process stores, and
+ * on the thread that called KVStoreRunServer on a parameter server. It may run concurrently
+ * for different keys when several threads push. It must not call data functions of the
+ * same store (they return INVALID_ARGUMENT when it does). */
+typedef int (*KVUpdater)(int key, KVArrayHandle recv, KVArrayHandle stored, void* user_data);
+
+/* String-key twin of KVUpdater; `key` is borrowed for the call. */
+typedef int (*KVStrUpdater)(const char* key, KVArrayHandle recv, KVArrayHandle stored,
+                            void* user_data);
+
+/* Releases `user_data` of a callback registration; called exactly once, when the
+ * registration is replaced or cleared or the store is freed (possibly on another thread,
+ * after the last running call of the callback has returned). */
+typedef void (*KVFreeFn)(void* user_data);
+
+/* Server controller: receives commands sent by KVStoreSendCommandToServers on the thread
+ * that called KVStoreRunServer. `body` is borrowed. Non-zero fails the command on the
+ * sending worker with KV_ERR_CALLBACK. */
+typedef int (*KVController)(int head, const char* body, void* user_data);
+
+/* Creates a store. `type` (case-insensitive) is one of:
+ *   local, local_update_cpu, local_allreduce_cpu  - one process, sums on the CPU
+ *   device, local_allreduce_device                - one process, sums where the values live
+ *   nccl                                          - one process, NCCL over the GPUs
+ *   dist_sync, dist_device_sync, dist_sync_device, dist_async, dist_device_async,
+ *   dist_async_device, dist                        - parameter servers (KV_FEATURE_DIST)
+ * Errors: NULL_POINTER, INVALID_ARGUMENT (unknown type; the message lists the valid ones),
+ * NOT_SUPPORTED (a type this build lacks), plus the errors of joining a distributed job.
+ * On success the caller owns *out. */
+KVSTORE_API int KVStoreCreate(const char* type, KVStoreHandle* out);
+
+/* Releases a store, its stored values and its callback registrations (their free hooks run).
+ * NULL is accepted. No other call on the store may be in progress. For a distributed
+ * worker it first waits for pending operations and, unless disabled, runs the exit barrier.
+ * Returns 0, or the error of that final barrier (the store is released anyway). */
+KVSTORE_API int KVStoreFree(KVStoreHandle store);
+
+/* The type name given to KVStoreCreate, lowercased; owned by the store, valid until it is
+ * freed. Errors: NULL_POINTER. */
+KVSTORE_API int KVStoreGetType(KVStoreHandle store, const char** out_type);
+
+/* Initialises keys with copies of `vals`. Keys in one call must be distinct and not yet
+ * initialised. The updater never runs at init.
+ * Errors: NULL_POINTER, INVALID_ARGUMENT (num < 0, key repeated in the call),
+ * DUPLICATE_KEY, KEY_KIND_MISMATCH, OUT_OF_MEMORY, and distributed errors. */
+KVSTORE_API int KVStoreInit(KVStoreHandle store, int num, const int* keys,
+                            const KVArrayHandle* vals);
+KVSTORE_API int KVStoreInitStr(KVStoreHandle store, int num, const char* const* keys,
+                               const KVArrayHandle* vals);
+
+/* Pushes values: for each distinct key, the values listed for it are summed and the sum is
+ * merged by the updater (or assigned when none is set). `priority` is accepted for
+ * compatibility; in-process stores complete the push before returning. Every value must have
+ * the stored shape and dtype.
+ * Errors: NULL_POINTER, INVALID_ARGUMENT, UNKNOWN_KEY, KEY_KIND_MISMATCH, SHAPE_MISMATCH,
+ * DTYPE_MISMATCH, CALLBACK, DEVICE, CUDA, and distributed errors. */
+KVSTORE_API int KVStorePush(KVStoreHandle store, int num, const int* keys,
+                            const KVArrayHandle* vals, int priority);
+KVSTORE_API int KVStorePushStr(KVStoreHandle store, int num, const char* const* keys,
+                               const KVArrayHandle* vals, int priority);
+
+/* Copies the stored value of keys[i] into outs[i] for every i (outputs may be on any
+ * devices). Errors: as KVStorePush except CALLBACK. */
+KVSTORE_API int KVStorePull(KVStoreHandle store, int num, const int* keys,
+                            const KVArrayHandle* outs, int priority);
+KVSTORE_API int KVStorePullStr(KVStoreHandle store, int num, const char* const* keys,
+                               const KVArrayHandle* outs, int priority);
+
+/* Push of (vkeys, vals) followed by pull of (okeys, outs) as one call; the set of output
+ * keys must equal the set of pushed keys. `outs[i]` may be the same handle as a value.
+ * Errors: as KVStorePush. */
+KVSTORE_API int KVStorePushPull(KVStoreHandle store, int vnum, const int* vkeys,
+                                const KVArrayHandle* vals, int onum, const int* okeys,
+                                const KVArrayHandle* outs, int priority);
+KVSTORE_API int KVStorePushPullStr(KVStoreHandle store, int vnum, const char* const* vkeys,
+                                   const KVArrayHandle* vals, int onum,
+                                   const char* const* okeys, const KVArrayHandle* outs,
+                                   int priority);
+
+/* Init of (vkeys, vals) followed by pull of (okeys, outs). Broadcasting a key that is
+ * already initialised fails with DUPLICATE_KEY. Errors: as KVStoreInit and KVStorePull. */
+KVSTORE_API int KVStoreBroadcast(KVStoreHandle store, int vnum, const int* vkeys,
+                                 const KVArrayHandle* vals, int onum, const int* okeys,
+                                 const KVArrayHandle* outs, int priority);
+KVSTORE_API int KVStoreBroadcastStr(KVStoreHandle store, int vnum, const char* const* vkeys,
+                                    const KVArrayHandle* vals, int onum,
+                                    const char* const* okeys, const KVArrayHandle* outs,
+                                    int priority);
+
+/* Registers the int-key updater; `updater` NULL restores the default (assign). A previous
+ * registration is released through its free hook once no push is still running it. On
+ * success the store owns `user_data` (free_fn, which may be NULL, runs exactly once); on
+ * failure the caller keeps it. Errors: NULL_POINTER (store). */
+KVSTORE_API int KVStoreSetUpdater(KVStoreHandle store, KVUpdater updater, void* user_data,
+                                  KVFreeFn free_fn);
+
+/* Registers the string-key updater, used for string keys in preference to the int updater.
+ * Ownership as KVStoreSetUpdater. Errors: NULL_POINTER (store). */
+KVSTORE_API int KVStoreSetStrUpdater(KVStoreHandle store, KVStrUpdater updater,
+                                     void* user_data, KVFreeFn free_fn);
+
+/* Installs a built-in optimizer as the updater, from a spec such as
+ * "sgd(learning_rate=0.1,momentum=0.9,wd=1e-4,rescale_grad=0.5,clip_gradient=5)".
+ * Known names: sgd, nag, adam, adagrad, rmsprop, test. A distributed worker ships the spec
+ * to the servers. Errors: NULL_POINTER, INVALID_ARGUMENT (unknown name or parameter),
+ * NOT_SUPPORTED (a build without optimizers), and distributed errors. */
+KVSTORE_API int KVStoreSetOptimizer(KVStoreHandle store, const char* spec);
+
+/* Rank of this worker (0 for in-process stores). Errors: NULL_POINTER. */
+KVSTORE_API int KVStoreGetRank(KVStoreHandle store, int* out_rank);
+
+/* Number of workers (1 for in-process stores). Errors: NULL_POINTER. */
+KVSTORE_API int KVStoreGetGroupSize(KVStoreHandle store, int* out_size);
+
+/* Waits until every worker has reached the barrier (immediate for in-process stores).
+ * Errors: NULL_POINTER, TIMEOUT (naming the missing workers), PEER_DEAD, NETWORK. */
+KVSTORE_API int KVStoreBarrier(KVStoreHandle store);
+
+/* Blocks until every pending asynchronous operation of this store has completed, and
+ * returns the first error among them. Immediate for in-process stores.
+ * Errors: NULL_POINTER, and distributed errors. */
+KVSTORE_API int KVStoreWaitAll(KVStoreHandle store);
+
+/* Node groups for KVStoreGetNumDeadNode; sum them to ask about several groups. */
+#define KV_NODE_SCHEDULER 1
+#define KV_NODE_SERVERS 2
+#define KV_NODE_WORKERS 4
+
+/* Number of nodes in the groups `node_id` whose last heartbeat is older than `timeout_sec`
+ * (0 for in-process stores). Errors: NULL_POINTER, INVALID_ARGUMENT. */
+KVSTORE_API int KVStoreGetNumDeadNode(KVStoreHandle store, int node_id, int timeout_sec,
+                                      int* out_number);
+
+/* Whether KVStoreFree on a worker runs a barrier of all workers first (default 1).
+ * Errors: NULL_POINTER, NOT_SUPPORTED (not a distributed worker). */
+KVSTORE_API int KVStoreSetBarrierBeforeExit(KVStoreHandle store, int barrier_before_exit);
+
+/* Sends a command to every server and waits for all of them to handle it. Heads < 0 are
+ * reserved for the library; the server passes heads >= 0 to its controller.
+ * Errors: NULL_POINTER, INVALID_ARGUMENT, NOT_SUPPORTED (not a distributed worker), CALLBACK,
+ * TIMEOUT, PEER_DEAD, NETWORK. */
+KVSTORE_API int KVStoreSendCommandToServers(KVStoreHandle store, int head, const char* body);
+
+/* Turns the calling process into the server or scheduler named by DMLC_ROLE and blocks
+ * until the job ends. Updaters and `controller` (may be NULL) run on this thread. `store`
+ * must have been created with a distributed type in a process whose role is not worker.
+ * Errors: NULL_POINTER, NOT_SUPPORTED, and distributed errors. */
+KVSTORE_API int KVStoreRunServer(KVStoreHandle store, KVController controller, void* user_data);
+
+/* Role of this process from DMLC_ROLE (worker when unset). Never fails; return 1 or 0. */
+KVSTORE_API int KVIsWorkerNode(void);
+KVSTORE_API int KVIsServerNode(void);
+KVSTORE_API int KVIsSchedulerNode(void);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* KVSTORE_KVSTORE_H_ */

@@ -1,0 +1,93 @@
+// store.h - the abstract store behind KVStoreHandle, and the key list passed to it.
+//
+// src/c_api validates handles and pointers, then calls these methods; every method throws
+// kvstore::Error on failure and must leave stored values unchanged when it does.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/array.h"
+#include "core/updater.h"
+
+namespace kvstore { class Comm; }
+
+namespace kvstore {
+
+enum class KeyKind { kNone, kInt, kStr };
+
+// A borrowed list of int or string keys.
+struct KeyList {
+  KeyKind kind = KeyKind::kInt;
+  int size = 0;
+  const int* ints = nullptr;
+  const char* const* strs = nullptr;
+
+  static KeyList Ints(int n, const int* k) { return {KeyKind::kInt, n, k, nullptr}; }
+  static KeyList Strs(int n, const char* const* k) { return {KeyKind::kStr, n, nullptr, k}; }
+  // "3" or "\"weight\"" for messages.
+  std::string Name(int i) const;
+};
+
+}  // namespace kvstore
+
+struct KVStore_ {
+ public:
+  explicit KVStore_(std::string type) : type_(std::move(type)) {}
+  virtual ~KVStore_() = default;
+  KVStore_(const KVStore_&) = delete;
+  KVStore_& operator=(const KVStore_&) = delete;
+
+  const std::string& type() const { return type_; }
+
+  virtual void Init(const kvstore::KeyList& keys, const kvstore::Array* const* vals) = 0;
+  virtual void Push(const kvstore::KeyList& keys, const kvstore::Array* const* vals,
+                    int priority) = 0;
+  virtual void Pull(const kvstore::KeyList& keys, kvstore::Array* const* outs, int priority) = 0;
+  virtual void PushPull(const kvstore::KeyList& vkeys, const kvstore::Array* const* vals,
+                        const kvstore::KeyList& okeys, kvstore::Array* const* outs,
+                        int priority) = 0;
+  // Init then Pull (the reference semantics).
+  virtual void Broadcast(const kvstore::KeyList& vkeys, const kvstore::Array* const* vals,
+                         const kvstore::KeyList& okeys, kvstore::Array* const* outs,
+                         int priority);
+
+  // nullptr restores the default (assign).
+  virtual void SetUpdater(std::shared_ptr<kvstore::Updater> updater) = 0;
+  virtual void SetStrUpdater(std::shared_ptr<kvstore::Updater> updater) = 0;
+  virtual void SetOptimizer(const std::string& spec);
+
+  virtual int Rank() const { return 0; }
+  virtual int GroupSize() const { return 1; }
+  virtual void Barrier() {}
+  virtual void WaitAll() {}
+  virtual int NumDeadNodes(int node_group, int timeout_sec);
+  virtual void SetBarrierBeforeExit(bool enabled);
+  virtual void SendCommandToServers(int head, const std::string& body);
+  virtual void RunServer(KVController controller, void* user_data);
+
+ private:
+  std::string type_;
+};
+
+namespace kvstore {
+using Store = ::KVStore_;
+
+// Creates a store from a type name (case-insensitive). Throws INVALID_ARGUMENT listing the
+// valid names, NOT_SUPPORTED for types this build lacks.
+std::unique_ptr<Store> CreateStore(const std::string& type);
+
+// In-process stores (src/core/local_store.cc). `comm` decides where sums happen.
+std::unique_ptr<Store> CreateLocalStore(const std::string& type, std::unique_ptr<Comm> comm);
+
+#if KVSTORE_USE_DIST
+// src/dist: a worker that joins the job described by the DMLC_* environment, or a
+// server/scheduler handle for KVStoreRunServer when DMLC_ROLE says so.
+std::unique_ptr<Store> CreateDistStore(const std::string& type);
+#endif
+#if KVSTORE_USE_NCCL
+// src/comm/nccl: the nccl store.
+std::unique_ptr<Store> CreateNcclStore(const std::string& type);
+#endif
+}  // namespace kvstore
