@@ -82,8 +82,12 @@ struct KVArray_ {
 namespace kvstore {
 using Array = ::KVArray_;
 
-// Throws SHAPE_MISMATCH / DTYPE_MISMATCH naming `what` and both arrays when they differ.
-void CheckSameShapeDType(const Array& expected, const Array& got, const std::string& what);
+// Throws SHAPE_MISMATCH / DTYPE_MISMATCH naming `what` and both shapes or dtypes when `got`
+// differs from the expected shape and dtype.
+void CheckShapeDType(const Shape& shape, int dtype, const Array& got, const std::string& what);
+inline void CheckSameShapeDType(const Array& expected, const Array& got, const std::string& what) {
+  CheckShapeDType(expected.shape(), expected.dtype(), got, what);
+}
 
 // dst <- src (any devices, same shape and dtype checked by the caller).
 void CopyArray(Array* dst, const Array& src);

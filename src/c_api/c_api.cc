@@ -1,0 +1,475 @@
+// c_api.cc - the extern "C" shims: check arguments, translate handles, run, and turn every
+// failure into a return code plus the thread's last-error message. Nothing thrown inside the
+// library crosses this boundary.
+#include <cstring>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+#include "core/store.h"
+#include "kvstore/kvstore.h"
+
+using kvstore::Array;
+using kvstore::KeyList;
+using kvstore::Store;
+
+namespace {
+
+thread_local std::string tls_last_error;
+
+int SetLastError(int code, const char* message) {
+  tls_last_error.assign(message);
+  return code;
+}
+
+// Runs `body` and maps what it throws onto the error table.
+template <typename Body>
+int Guard(Body&& body) noexcept {
+  try {
+    body();
+    return KV_OK;
+  } catch (const kvstore::Error& e) {
+    return SetLastError(e.code(), e.what());
+  } catch (const std::bad_alloc&) {
+    return SetLastError(KV_ERR_OUT_OF_MEMORY, "out of memory");
+  } catch (const std::exception& e) {
+    return SetLastError(KV_ERR_INTERNAL, e.what());
+  } catch (...) {
+    return SetLastError(KV_ERR_INTERNAL, "unknown internal error");
+  }
+}
+
+#define KV_REQUIRE(ptr, name) KV_CHECK((ptr) != nullptr, KV_ERR_NULL_POINTER, "%s is NULL", name)
+
+// Waits for pending asynchronous writes into an array before it is read or written again.
+Array* Ready(KVArrayHandle a) {
+  a->WaitPendingWrites();
+  return a;
+}
+
+kvstore::Shape ToShape(const int64_t* dims, int ndim) {
+  KV_CHECK(ndim >= 0 && ndim <= KV_MAX_NDIM, KV_ERR_INVALID_ARGUMENT, "ndim %d is outside [0, %d]", ndim,
+           KV_MAX_NDIM);
+  KV_CHECK(ndim == 0 || dims != nullptr, KV_ERR_NULL_POINTER, "shape is NULL with ndim %d", ndim);
+  return kvstore::Shape(dims, dims + ndim);
+}
+
+// Validates a key list and its parallel array list; returns the arrays, waited on.
+std::vector<Array*> CheckList(const KeyList& keys, const KVArrayHandle* arrays, const char* what) {
+  KV_CHECK(keys.size >= 0, KV_ERR_INVALID_ARGUMENT, "negative %s count %d", what, keys.size);
+  std::vector<Array*> out(static_cast<size_t>(keys.size));
+  if (keys.size == 0) return out;
+  KV_CHECK((keys.kind == kvstore::KeyKind::kStr ? static_cast<const void*>(keys.strs)
+                                                 : static_cast<const void*>(keys.ints)) != nullptr,
+           KV_ERR_NULL_POINTER, "%s keys is NULL with count %d", what, keys.size);
+  KV_CHECK(arrays != nullptr, KV_ERR_NULL_POINTER, "%s arrays is NULL with count %d", what, keys.size);
+  for (int i = 0; i < keys.size; ++i) {
+    if (keys.kind == kvstore::KeyKind::kStr) {
+      KV_CHECK(keys.strs[i] != nullptr, KV_ERR_NULL_POINTER, "%s key %d is NULL", what, i);
+    }
+    KV_CHECK(arrays[i] != nullptr, KV_ERR_NULL_POINTER, "%s array %d (key %s) is NULL", what, i,
+             keys.Name(i).c_str());
+    out[i] = Ready(arrays[i]);
+  }
+  return out;
+}
+
+int StoreInit(KVStoreHandle store, const KeyList& keys, const KVArrayHandle* vals) {
+  return Guard([&] {
+    KV_REQUIRE(store, "store");
+    std::vector<Array*> v = CheckList(keys, vals, "init");
+    store->Init(keys, v.data());
+  });
+}
+
+int StorePush(KVStoreHandle store, const KeyList& keys, const KVArrayHandle* vals, int priority) {
+  return Guard([&] {
+    KV_REQUIRE(store, "store");
+    std::vector<Array*> v = CheckList(keys, vals, "push");
+    store->Push(keys, v.data(), priority);
+  });
+}
+
+int StorePull(KVStoreHandle store, const KeyList& keys, const KVArrayHandle* outs, int priority) {
+  return Guard([&] {
+    KV_REQUIRE(store, "store");
+    std::vector<Array*> o = CheckList(keys, outs, "pull");
+    store->Pull(keys, o.data(), priority);
+  });
+}
+
+template <bool kBroadcast>
+int StorePushPullOrBroadcast(KVStoreHandle store, const KeyList& vkeys, const KVArrayHandle* vals,
+                             const KeyList& okeys, const KVArrayHandle* outs, int priority) {
+  return Guard([&] {
+    KV_REQUIRE(store, "store");
+    std::vector<Array*> v = CheckList(vkeys, vals, kBroadcast ? "broadcast" : "pushpull");
+    std::vector<Array*> o = CheckList(okeys, outs, kBroadcast ? "broadcast output" : "pushpull output");
+    if (kBroadcast) store->Broadcast(vkeys, v.data(), okeys, o.data(), priority);
+    else store->PushPull(vkeys, v.data(), okeys, o.data(), priority);
+  });
+}
+
+int EnvRoleIs(const char* role, bool when_unset) {
+  const char* v = std::getenv("DMLC_ROLE");
+  if (!v || !*v) return when_unset ? 1 : 0;
+  return std::strcmp(v, role) == 0 ? 1 : 0;
+}
+
+}  // namespace
+
+extern "C" {
+
+int KVGetVersion(void) { return KVSTORE_VERSION_NUMBER; }
+
+const char* KVGetVersionString(void) {
+#define KV_STR2(x) #x
+#define KV_STR(x) KV_STR2(x)
+  return KV_STR(KVSTORE_VERSION_MAJOR) "." KV_STR(KVSTORE_VERSION_MINOR) "." KV_STR(KVSTORE_VERSION_PATCH);
+}
+
+int KVHasFeature(int feature) {
+  switch (feature) {
+    case KV_FEATURE_CUDA: return KVSTORE_USE_CUDA ? 1 : 0;
+    case KV_FEATURE_NCCL: return KVSTORE_USE_NCCL ? 1 : 0;
+    case KV_FEATURE_DIST: return KVSTORE_USE_DIST ? 1 : 0;
+    default: return 0;
+  }
+}
+
+int KVGetGpuCount(int* out_count) {
+  return Guard([&] {
+    KV_REQUIRE(out_count, "out_count");
+    *out_count = kvstore::GpuCount();
+  });
+}
+
+const char* KVGetLastError(void) { return tls_last_error.c_str(); }
+
+const char* KVErrorName(int code) {
+  if (code == KV_OK) return "KV_OK";
+#define KV_ERROR_NAME_CASE_(sym, val, desc) \
+  if (code == (val)) return "KV_ERR_" #sym;
+  KV_ERROR_TABLE(KV_ERROR_NAME_CASE_)
+#undef KV_ERROR_NAME_CASE_
+  return "KV_ERR_UNKNOWN";
+}
+
+size_t KVDTypeSize(int dtype) { return kvstore::DTypeSize(dtype); }
+
+/* ---- arrays ---- */
+
+int KVArrayCreate(const int64_t* shape, int ndim, int dtype, int dev_type, int dev_id, KVArrayHandle* out) {
+  return Guard([&] {
+    KV_REQUIRE(out, "out");
+    std::unique_ptr<Array> a = Array::Create(ToShape(shape, ndim), dtype, kvstore::Context{dev_type, dev_id});
+    *out = a.release();
+  });
+}
+
+int KVArrayFree(KVArrayHandle array) {
+  // A pending asynchronous write still references the buffer: wait for it, and drop its
+  // error (nobody is left to read the array).
+  return Guard([&] {
+    if (!array) return;
+    try {
+      array->WaitPendingWrites();
+    } catch (const kvstore::Error&) {
+    }
+    delete array;
+  });
+}
+
+int KVArrayGetNDim(KVArrayHandle array, int* out_ndim) {
+  return Guard([&] {
+    KV_REQUIRE(array, "array");
+    KV_REQUIRE(out_ndim, "out_ndim");
+    *out_ndim = array->ndim();
+  });
+}
+
+int KVArrayGetShape(KVArrayHandle array, int64_t* out_dims, int capacity, int* out_ndim) {
+  return Guard([&] {
+    KV_REQUIRE(array, "array");
+    KV_REQUIRE(out_ndim, "out_ndim");
+    *out_ndim = array->ndim();
+    KV_CHECK(capacity >= array->ndim(), KV_ERR_INVALID_ARGUMENT, "capacity %d is smaller than the rank %d",
+             capacity, array->ndim());
+    KV_CHECK(array->ndim() == 0 || out_dims != nullptr, KV_ERR_NULL_POINTER, "out_dims is NULL");
+    std::copy(array->shape().begin(), array->shape().end(), out_dims);
+  });
+}
+
+int KVArrayGetSize(KVArrayHandle array, int64_t* out_size) {
+  return Guard([&] {
+    KV_REQUIRE(array, "array");
+    KV_REQUIRE(out_size, "out_size");
+    *out_size = array->size();
+  });
+}
+
+int KVArrayGetNBytes(KVArrayHandle array, size_t* out_nbytes) {
+  return Guard([&] {
+    KV_REQUIRE(array, "array");
+    KV_REQUIRE(out_nbytes, "out_nbytes");
+    *out_nbytes = array->nbytes();
+  });
+}
+
+int KVArrayGetDType(KVArrayHandle array, int* out_dtype) {
+  return Guard([&] {
+    KV_REQUIRE(array, "array");
+    KV_REQUIRE(out_dtype, "out_dtype");
+    *out_dtype = array->dtype();
+  });
+}
+
+int KVArrayGetContext(KVArrayHandle array, int* out_dev_type, int* out_dev_id) {
+  return Guard([&] {
+    KV_REQUIRE(array, "array");
+    KV_REQUIRE(out_dev_type, "out_dev_type");
+    KV_REQUIRE(out_dev_id, "out_dev_id");
+    *out_dev_type = array->ctx().dev_type;
+    *out_dev_id = array->ctx().dev_id;
+  });
+}
+
+int KVArrayGetData(KVArrayHandle array, void** out_data) {
+  return Guard([&] {
+    KV_REQUIRE(array, "array");
+    KV_REQUIRE(out_data, "out_data");
+    KV_CHECK(array->ctx().is_cpu(), KV_ERR_DEVICE, "array %s is not in host memory", array->Describe().c_str());
+    *out_data = Ready(array)->data();
+  });
+}
+
+int KVArrayCopyFromHost(KVArrayHandle array, const void* data, size_t nbytes) {
+  return Guard([&] {
+    KV_REQUIRE(array, "array");
+    KV_CHECK(nbytes == array->nbytes(), KV_ERR_INVALID_ARGUMENT,
+             "copy from host: %zu bytes given, array %s holds %zu bytes", nbytes, array->Describe().c_str(),
+             array->nbytes());
+    if (nbytes == 0) return;
+    KV_REQUIRE(data, "data");
+    kvstore::GetBackend(array->ctx().dev_type).CopyFromHost(Ready(array), data, nbytes);
+  });
+}
+
+int KVArrayCopyToHost(KVArrayHandle array, void* data, size_t nbytes) {
+  return Guard([&] {
+    KV_REQUIRE(array, "array");
+    KV_CHECK(nbytes == array->nbytes(), KV_ERR_INVALID_ARGUMENT,
+             "copy to host: %zu bytes given, array %s holds %zu bytes", nbytes, array->Describe().c_str(),
+             array->nbytes());
+    if (nbytes == 0) return;
+    KV_REQUIRE(data, "data");
+    kvstore::GetBackend(array->ctx().dev_type).CopyToHost(*Ready(array), data, nbytes);
+  });
+}
+
+int KVArrayCopy(KVArrayHandle dst, KVArrayHandle src) {
+  return Guard([&] {
+    KV_REQUIRE(dst, "dst");
+    KV_REQUIRE(src, "src");
+    kvstore::CheckSameShapeDType(*dst, *src, "copy from " + src->Describe() + " to " + dst->Describe());
+    kvstore::CopyArray(Ready(dst), *Ready(src));
+  });
+}
+
+int KVArrayFill(KVArrayHandle array, double value) {
+  return Guard([&] {
+    KV_REQUIRE(array, "array");
+    kvstore::GetBackend(array->ctx().dev_type).Fill(Ready(array), value);
+  });
+}
+
+int KVArrayBinary(int op, KVArrayHandle a, KVArrayHandle b, KVArrayHandle out) {
+  return Guard([&] {
+    KV_REQUIRE(a, "a");
+    KV_REQUIRE(b, "b");
+    KV_REQUIRE(out, "out");
+    kvstore::CheckSameShapeDType(*a, *b, "element-wise operands " + a->Describe() + " and " + b->Describe());
+    kvstore::CheckSameShapeDType(*a, *out, "element-wise output " + out->Describe());
+    KV_CHECK(a->ctx() == b->ctx() && a->ctx() == out->ctx(), KV_ERR_DEVICE,
+             "element-wise operands must be on one device: %s, %s, %s", a->ctx().ToString().c_str(),
+             b->ctx().ToString().c_str(), out->ctx().ToString().c_str());
+    kvstore::GetBackend(a->ctx().dev_type).Binary(op, *Ready(a), *Ready(b), Ready(out));
+  });
+}
+
+int KVArrayBinaryScalar(int op, KVArrayHandle a, double scalar, KVArrayHandle out) {
+  return Guard([&] {
+    KV_REQUIRE(a, "a");
+    KV_REQUIRE(out, "out");
+    kvstore::CheckSameShapeDType(*a, *out, "element-wise output " + out->Describe());
+    KV_CHECK(a->ctx() == out->ctx(), KV_ERR_DEVICE, "element-wise operands must be on one device: %s, %s",
+             a->ctx().ToString().c_str(), out->ctx().ToString().c_str());
+    kvstore::GetBackend(a->ctx().dev_type).BinaryScalar(op, *Ready(a), scalar, Ready(out));
+  });
+}
+
+int KVArrayWaitToRead(KVArrayHandle array) {
+  return Guard([&] {
+    KV_REQUIRE(array, "array");
+    array->WaitPendingWrites();
+  });
+}
+
+/* ---- stores ---- */
+
+int KVStoreCreate(const char* type, KVStoreHandle* out) {
+  return Guard([&] {
+    KV_REQUIRE(type, "type");
+    KV_REQUIRE(out, "out");
+    *out = kvstore::CreateStore(type).release();
+  });
+}
+
+int KVStoreFree(KVStoreHandle store) {
+  return Guard([&] { delete store; });
+}
+
+int KVStoreGetType(KVStoreHandle store, const char** out_type) {
+  return Guard([&] {
+    KV_REQUIRE(store, "store");
+    KV_REQUIRE(out_type, "out_type");
+    *out_type = store->type().c_str();
+  });
+}
+
+int KVStoreInit(KVStoreHandle store, int num, const int* keys, const KVArrayHandle* vals) {
+  return StoreInit(store, KeyList::Ints(num, keys), vals);
+}
+int KVStoreInitStr(KVStoreHandle store, int num, const char* const* keys, const KVArrayHandle* vals) {
+  return StoreInit(store, KeyList::Strs(num, keys), vals);
+}
+
+int KVStorePush(KVStoreHandle store, int num, const int* keys, const KVArrayHandle* vals, int priority) {
+  return StorePush(store, KeyList::Ints(num, keys), vals, priority);
+}
+int KVStorePushStr(KVStoreHandle store, int num, const char* const* keys, const KVArrayHandle* vals,
+                   int priority) {
+  return StorePush(store, KeyList::Strs(num, keys), vals, priority);
+}
+
+int KVStorePull(KVStoreHandle store, int num, const int* keys, const KVArrayHandle* outs, int priority) {
+  return StorePull(store, KeyList::Ints(num, keys), outs, priority);
+}
+int KVStorePullStr(KVStoreHandle store, int num, const char* const* keys, const KVArrayHandle* outs,
+                   int priority) {
+  return StorePull(store, KeyList::Strs(num, keys), outs, priority);
+}
+
+int KVStorePushPull(KVStoreHandle store, int vnum, const int* vkeys, const KVArrayHandle* vals, int onum,
+                    const int* okeys, const KVArrayHandle* outs, int priority) {
+  return StorePushPullOrBroadcast<false>(store, KeyList::Ints(vnum, vkeys), vals, KeyList::Ints(onum, okeys),
+                                         outs, priority);
+}
+int KVStorePushPullStr(KVStoreHandle store, int vnum, const char* const* vkeys, const KVArrayHandle* vals,
+                       int onum, const char* const* okeys, const KVArrayHandle* outs, int priority) {
+  return StorePushPullOrBroadcast<false>(store, KeyList::Strs(vnum, vkeys), vals, KeyList::Strs(onum, okeys),
+                                         outs, priority);
+}
+
+int KVStoreBroadcast(KVStoreHandle store, int vnum, const int* vkeys, const KVArrayHandle* vals, int onum,
+                     const int* okeys, const KVArrayHandle* outs, int priority) {
+  return StorePushPullOrBroadcast<true>(store, KeyList::Ints(vnum, vkeys), vals, KeyList::Ints(onum, okeys),
+                                        outs, priority);
+}
+int KVStoreBroadcastStr(KVStoreHandle store, int vnum, const char* const* vkeys, const KVArrayHandle* vals,
+                        int onum, const char* const* okeys, const KVArrayHandle* outs, int priority) {
+  return StorePushPullOrBroadcast<true>(store, KeyList::Strs(vnum, vkeys), vals, KeyList::Strs(onum, okeys),
+                                        outs, priority);
+}
+
+int KVStoreSetUpdater(KVStoreHandle store, KVUpdater updater, void* user_data, KVFreeFn free_fn) {
+  return Guard([&] {
+    KV_REQUIRE(store, "store");
+    // The registration takes ownership only once it exists; before that the caller keeps it.
+    store->SetUpdater(updater ? kvstore::MakeCallbackUpdater(updater, user_data, free_fn) : nullptr);
+  });
+}
+
+int KVStoreSetStrUpdater(KVStoreHandle store, KVStrUpdater updater, void* user_data, KVFreeFn free_fn) {
+  return Guard([&] {
+    KV_REQUIRE(store, "store");
+    store->SetStrUpdater(updater ? kvstore::MakeStrCallbackUpdater(updater, user_data, free_fn) : nullptr);
+  });
+}
+
+int KVStoreSetOptimizer(KVStoreHandle store, const char* spec) {
+  return Guard([&] {
+    KV_REQUIRE(store, "store");
+    KV_REQUIRE(spec, "spec");
+    store->SetOptimizer(spec);
+  });
+}
+
+int KVStoreGetRank(KVStoreHandle store, int* out_rank) {
+  return Guard([&] {
+    KV_REQUIRE(store, "store");
+    KV_REQUIRE(out_rank, "out_rank");
+    *out_rank = store->Rank();
+  });
+}
+
+int KVStoreGetGroupSize(KVStoreHandle store, int* out_size) {
+  return Guard([&] {
+    KV_REQUIRE(store, "store");
+    KV_REQUIRE(out_size, "out_size");
+    *out_size = store->GroupSize();
+  });
+}
+
+int KVStoreBarrier(KVStoreHandle store) {
+  return Guard([&] {
+    KV_REQUIRE(store, "store");
+    store->Barrier();
+  });
+}
+
+int KVStoreWaitAll(KVStoreHandle store) {
+  return Guard([&] {
+    KV_REQUIRE(store, "store");
+    store->WaitAll();
+  });
+}
+
+int KVStoreGetNumDeadNode(KVStoreHandle store, int node_id, int timeout_sec, int* out_number) {
+  return Guard([&] {
+    KV_REQUIRE(store, "store");
+    KV_REQUIRE(out_number, "out_number");
+    *out_number = store->NumDeadNodes(node_id, timeout_sec);
+  });
+}
+
+int KVStoreSetBarrierBeforeExit(KVStoreHandle store, int barrier_before_exit) {
+  return Guard([&] {
+    KV_REQUIRE(store, "store");
+    store->SetBarrierBeforeExit(barrier_before_exit != 0);
+  });
+}
+
+int KVStoreSendCommandToServers(KVStoreHandle store, int head, const char* body) {
+  return Guard([&] {
+    KV_REQUIRE(store, "store");
+    KV_REQUIRE(body, "body");
+    KV_CHECK(head >= 0, KV_ERR_INVALID_ARGUMENT, "command head %d is reserved (heads < 0 belong to the library)",
+             head);
+    store->SendCommandToServers(head, body);
+  });
+}
+
+int KVStoreRunServer(KVStoreHandle store, KVController controller, void* user_data) {
+  return Guard([&] {
+    KV_REQUIRE(store, "store");
+    store->RunServer(controller, user_data);
+  });
+}
+
+int KVIsWorkerNode(void) { return EnvRoleIs("worker", true); }
+int KVIsServerNode(void) { return EnvRoleIs("server", false); }
+int KVIsSchedulerNode(void) { return EnvRoleIs("scheduler", false); }
+
+}  // extern "C"

@@ -1,0 +1,91 @@
+#include "comm/cpu/worker_pool.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
+namespace kvstore {
+namespace {
+
+long EnvLong(const char* name, long fallback) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  const long parsed = std::strtol(v, &end, 10);
+  return (end && *end == '\0' && parsed > 0) ? parsed : fallback;
+}
+
+}  // namespace
+
+WorkerPool& WorkerPool::Instance() {
+  // Leaked on purpose: worker threads must outlive every static destructor that might still
+  // run a kernel at exit.
+  static WorkerPool* pool = new WorkerPool(
+      static_cast<int>(EnvLong("KVSTORE_CPU_THREADS",
+                               std::max(1u, std::thread::hardware_concurrency()))),
+      static_cast<size_t>(EnvLong("KVSTORE_CPU_PARALLEL_MIN_BYTES", 4L << 20)));
+  return *pool;
+}
+
+WorkerPool::WorkerPool(int width, size_t parallel_min_bytes)
+    : parallel_min_bytes_(parallel_min_bytes) {
+  for (int i = 1; i < std::min(width, 256); ++i) threads_.emplace_back([this] { WorkerLoop(); });
+}
+
+WorkerPool::~WorkerPool() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  work_cv_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+// Claims and runs tasks of the current job until none is left. Called with mu_ unlocked.
+void WorkerPool::RunTasks() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (task_ && next_task_ < num_tasks_) {
+    const int i = next_task_++;
+    const std::function<void(int)>* task = task_;
+    lock.unlock();
+    (*task)(i);
+    lock.lock();
+    if (--unfinished_ == 0) done_cv_.notify_all();
+  }
+}
+
+void WorkerPool::WorkerLoop() {
+  uint64_t seen = 0;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      work_cv_.wait(lock, [&] { return stopping_ || generation_ != seen; });
+      if (stopping_) return;
+      seen = generation_;
+    }
+    RunTasks();
+  }
+}
+
+void WorkerPool::ParallelFor(int num_tasks, const std::function<void(int)>& task) {
+  std::unique_lock<std::mutex> owner(job_owner_mu_, std::try_to_lock);
+  if (num_tasks <= 1 || threads_.empty() || !owner.owns_lock()) {
+    for (int i = 0; i < num_tasks; ++i) task(i);
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    task_ = &task;
+    num_tasks_ = num_tasks;
+    next_task_ = 0;
+    unfinished_ = num_tasks;
+    ++generation_;
+  }
+  work_cv_.notify_all();
+  RunTasks();
+  std::unique_lock<std::mutex> lock(mu_);
+  done_cv_.wait(lock, [&] { return unfinished_ == 0; });
+  task_ = nullptr;
+}
+
+}  // namespace kvstore

@@ -1,0 +1,113 @@
+#include "core/array.h"
+
+#include <limits>
+
+#include "core/device.h"
+
+namespace kvstore {
+
+std::string Context::ToString() const {
+  const char* name = dev_type == KV_CPU ? "cpu" : dev_type == KV_GPU ? "gpu" : "dev?";
+  return StrFormat("%s(%d)", name, dev_id);
+}
+
+std::string ShapeToString(const Shape& shape) {
+  std::string out = "(";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) out += ",";
+    out += std::to_string(shape[i]);
+  }
+  return out + ")";
+}
+
+int64_t ShapeSize(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+void CheckShapeDType(const Shape& shape, int dtype, const Array& got, const std::string& what) {
+  KV_CHECK(shape == got.shape(), KV_ERR_SHAPE_MISMATCH, "%s: shape mismatch: expected %s, got %s",
+           what.c_str(), ShapeToString(shape).c_str(), ShapeToString(got.shape()).c_str());
+  KV_CHECK(dtype == got.dtype(), KV_ERR_DTYPE_MISMATCH, "%s: dtype mismatch: expected %s, got %s",
+           what.c_str(), DTypeName(dtype), DTypeName(got.dtype()));
+}
+
+void CopyArray(Array* dst, const Array& src) {
+  if (dst == &src || dst->nbytes() == 0) return;
+  // The non-CPU side (if any) owns cross-device copies.
+  DeviceBackend& backend = GetBackend(src.ctx().is_cpu() ? dst->ctx().dev_type : src.ctx().dev_type);
+  backend.CopyArray(dst, src);
+}
+
+}  // namespace kvstore
+
+using kvstore::Context;
+using kvstore::Shape;
+
+KVArray_::KVArray_(Shape shape, int dtype, Context ctx)
+    : shape_(std::move(shape)), dtype_(dtype), ctx_(ctx) {}
+
+std::unique_ptr<KVArray_> KVArray_::Create(const Shape& shape, int dtype, Context ctx) {
+  KV_CHECK(shape.size() <= KV_MAX_NDIM, KV_ERR_INVALID_ARGUMENT,
+           "array rank %zu exceeds the maximum of %d", shape.size(), KV_MAX_NDIM);
+  KV_CHECK(kvstore::IsValidDType(dtype), KV_ERR_INVALID_ARGUMENT,
+           "unknown dtype %d (valid: 0 float32, 1 float64, 2 float16, 3 uint8, 4 int32, 6 int64)",
+           dtype);
+  KV_CHECK(ctx.dev_id >= 0, KV_ERR_DEVICE, "invalid device id %d", ctx.dev_id);
+  const size_t elem = kvstore::DTypeSize(dtype);
+  int64_t size = 1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    KV_CHECK(shape[i] >= 0, KV_ERR_INVALID_ARGUMENT, "negative dimension %lld at axis %zu of %s",
+             static_cast<long long>(shape[i]), i, kvstore::ShapeToString(shape).c_str());
+    KV_CHECK(shape[i] == 0 || size <= std::numeric_limits<int64_t>::max() / shape[i] /
+                                          static_cast<int64_t>(elem),
+             KV_ERR_INVALID_ARGUMENT, "array of shape %s is too large",
+             kvstore::ShapeToString(shape).c_str());
+    size *= shape[i];
+  }
+  kvstore::DeviceBackend& backend = kvstore::GetBackend(ctx.dev_type);
+  backend.CheckContext(ctx);
+  std::unique_ptr<KVArray_> array(new KVArray_(shape, dtype, ctx));
+  array->size_ = size;
+  array->nbytes_ = static_cast<size_t>(size) * elem;
+  if (array->nbytes_ > 0) array->data_ = backend.Alloc(ctx, array->nbytes_);
+  return array;
+}
+
+KVArray_::~KVArray_() {
+  if (data_) kvstore::GetBackend(ctx_.dev_type).Free(ctx_, data_);
+}
+
+std::string KVArray_::Describe() const {
+  return kvstore::StrFormat("%s%s@%s", kvstore::DTypeName(dtype_),
+                            kvstore::ShapeToString(shape_).c_str(), ctx_.ToString().c_str());
+}
+
+void KVArray_::BeginPendingWrite() {
+  std::lock_guard<std::mutex> lock(pending_mu_);
+  ++pending_writes_;
+}
+
+void KVArray_::EndPendingWrite(int code, const std::string& message) {
+  std::lock_guard<std::mutex> lock(pending_mu_);
+  if (code != 0 && pending_error_code_ == 0) {
+    pending_error_code_ = code;
+    pending_error_message_ = message;
+  }
+  if (--pending_writes_ == 0) pending_cv_.notify_all();
+}
+
+void KVArray_::WaitPendingWrites() {
+  std::unique_lock<std::mutex> lock(pending_mu_);
+  if (pending_writes_ == 0 && pending_error_code_ == 0) return;
+  // Producers bound their own waits (network timeouts), so every pending write ends.
+  pending_cv_.wait(lock, [this] { return pending_writes_ == 0; });
+  if (pending_error_code_ != 0) {
+    const int code = pending_error_code_;
+    std::string message = std::move(pending_error_message_);
+    pending_error_code_ = 0;
+    pending_error_message_.clear();
+    throw kvstore::Error(code, message);
+  }
+}

@@ -1,0 +1,304 @@
+// local_store.cc - the in-process stores (local, device): a key registry and per-key state.
+//
+// Invariants:
+//  - Entries are created by Init and never removed before the store is destroyed, so an
+//    Entry* found under the registry lock stays valid after the lock is released.
+//  - Every operation on a key holds that entry's mutex for its whole duration; a call that
+//    touches several keys locks their entries in ascending id order (no lock-order cycles).
+//  - A call validates everything (keys, shapes, dtypes, outputs) before it writes anything.
+//    After validation only the updater and device errors can fail; with an updater set the
+//    new values are computed into per-key candidate buffers and committed (swapped in) only
+//    when every key of the call succeeded, so a failing call changes no stored value.
+#include <algorithm>
+#include <mutex>
+#include <shared_mutex>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "comm/comm.h"
+#include "core/store.h"
+
+namespace kvstore {
+namespace {
+
+struct Entry {
+  int id = 0;               // the int key, or the internal id of a string key
+  std::string str_key;      // the string key; empty for int keys
+  Shape shape;              // fixed at init; readable without `mu`
+  int dtype = 0;            // fixed at init; readable without `mu`
+  std::mutex mu;            // serialises operations on this key
+  std::unique_ptr<Array> value;
+  std::unique_ptr<Array> merged;     // private copy of the pushed sum handed to the updater
+  std::unique_ptr<Array> candidate;  // the updater's output, committed on success
+};
+
+// Locks a set of entries in ascending id order; duplicates are locked once.
+class EntryLocks {
+ public:
+  explicit EntryLocks(std::vector<Entry*> entries) {
+    std::sort(entries.begin(), entries.end(), [](Entry* a, Entry* b) { return a->id < b->id; });
+    entries.erase(std::unique(entries.begin(), entries.end()), entries.end());
+    locks_.reserve(entries.size());
+    for (Entry* e : entries) locks_.emplace_back(e->mu);
+  }
+
+ private:
+  std::vector<std::unique_lock<std::mutex>> locks_;
+};
+
+struct PushGroup {
+  Entry* entry;
+  std::vector<const Array*> vals;
+};
+
+struct PullItem {
+  Entry* entry;
+  Array* out;
+};
+
+class LocalStore final : public Store {
+ public:
+  LocalStore(std::string type, std::unique_ptr<Comm> comm) : Store(std::move(type)), comm_(std::move(comm)) {}
+
+  void Init(const KeyList& keys, const Array* const* vals) override {
+    CheckNotInUpdater();
+    std::unique_lock<std::shared_mutex> registry(registry_mu_);
+    CheckKind(keys);
+    std::unordered_set<std::string> seen;
+    for (int i = 0; i < keys.size; ++i) {
+      KV_CHECK(seen.insert(keys.Name(i)).second, KV_ERR_INVALID_ARGUMENT,
+               "key %s appears more than once in one init", keys.Name(i).c_str());
+      KV_CHECK(FindLocked(keys, i) == nullptr, KV_ERR_DUPLICATE_KEY,
+               "duplicate init of key %s: it is already initialised", keys.Name(i).c_str());
+    }
+    // Build every entry before publishing any, so a failed allocation changes nothing.
+    std::vector<std::unique_ptr<Entry>> fresh;
+    fresh.reserve(keys.size);
+    int next_str_id = static_cast<int>(str_ids_.size());
+    for (int i = 0; i < keys.size; ++i) {
+      auto entry = std::make_unique<Entry>();
+      if (keys.kind == KeyKind::kStr) {
+        entry->str_key = keys.strs[i];
+        entry->id = next_str_id++;
+      } else {
+        entry->id = keys.ints[i];
+      }
+      entry->shape = vals[i]->shape();
+      entry->dtype = vals[i]->dtype();
+      entry->value = Array::Create(vals[i]->shape(), vals[i]->dtype(), comm_->MergeContext({vals[i]->ctx()}));
+      CopyArray(entry->value.get(), *vals[i]);
+      fresh.push_back(std::move(entry));
+    }
+    for (auto& entry : fresh) {
+      if (keys.kind == KeyKind::kStr) str_ids_.emplace(entry->str_key, entry->id);
+      const int id = entry->id;
+      entries_.emplace(id, std::move(entry));
+    }
+    if (keys.size > 0) kind_ = keys.kind;
+  }
+
+  void Push(const KeyList& keys, const Array* const* vals, int) override {
+    CheckNotInUpdater();
+    std::vector<PushGroup> groups = PlanPush(keys, vals);
+    EntryLocks locks(EntriesOf(groups));
+    ExecutePush(keys.kind, groups);
+  }
+
+  void Pull(const KeyList& keys, Array* const* outs, int) override {
+    CheckNotInUpdater();
+    std::vector<PullItem> items = PlanPull(keys, outs);
+    EntryLocks locks(EntriesOf(items));
+    ExecutePull(items);
+  }
+
+  void PushPull(const KeyList& vkeys, const Array* const* vals, const KeyList& okeys, Array* const* outs,
+                int) override {
+    CheckNotInUpdater();
+    std::vector<PushGroup> groups = PlanPush(vkeys, vals);
+    std::vector<PullItem> items = PlanPull(okeys, outs);
+    std::vector<Entry*> pushed = EntriesOf(groups);
+    std::vector<Entry*> pulled = EntriesOf(items);
+    std::sort(pushed.begin(), pushed.end());
+    std::sort(pulled.begin(), pulled.end());
+    pulled.erase(std::unique(pulled.begin(), pulled.end()), pulled.end());
+    KV_CHECK(pushed == pulled, KV_ERR_INVALID_ARGUMENT,
+             "pushpull: the output keys must be the same set as the pushed keys");
+    EntryLocks locks(pushed);
+    ExecutePush(vkeys.kind, groups);
+    ExecutePull(items);
+  }
+
+  void Broadcast(const KeyList& vkeys, const Array* const* vals, const KeyList& okeys, Array* const* outs,
+                 int priority) override {
+    CheckNotInUpdater();
+    KV_CHECK(vkeys.kind == okeys.kind, KV_ERR_KEY_KIND_MISMATCH, "broadcast mixes int and string keys");
+    // Validate the outputs against the values they will receive before initialising.
+    for (int o = 0; o < okeys.size; ++o) {
+      const std::string name = okeys.Name(o);
+      int source = -1;
+      for (int v = 0; v < vkeys.size && source < 0; ++v) {
+        if (vkeys.Name(v) == name) source = v;
+      }
+      KV_CHECK(source >= 0, KV_ERR_INVALID_ARGUMENT, "broadcast: output key %s is not among the broadcast keys",
+               name.c_str());
+      CheckSameShapeDType(*vals[source], *outs[o], "broadcast output of key " + name);
+    }
+    Init(vkeys, vals);
+    Pull(okeys, outs, priority);
+  }
+
+  void SetUpdater(std::shared_ptr<Updater> updater) override {
+    std::shared_ptr<Updater> old;
+    {
+      std::lock_guard<std::mutex> lock(updater_mu_);
+      old = std::move(updater_);
+      updater_ = std::move(updater);
+    }
+    // `old` is released here or by the last push still running it.
+  }
+
+  void SetStrUpdater(std::shared_ptr<Updater> updater) override {
+    std::shared_ptr<Updater> old;
+    {
+      std::lock_guard<std::mutex> lock(updater_mu_);
+      old = std::move(str_updater_);
+      str_updater_ = std::move(updater);
+    }
+  }
+
+  ~LocalStore() override {
+    // Release callback registrations before the entries (free hooks may inspect nothing of
+    // ours, but keep the order deterministic: callbacks first, then data).
+    updater_.reset();
+    str_updater_.reset();
+  }
+
+ private:
+  void CheckNotInUpdater() const {
+    KV_CHECK(!UpdaterScope::Active(this), KV_ERR_INVALID_ARGUMENT,
+             "a data call on store \"%s\" was made from inside its own updater", type().c_str());
+  }
+
+  // Requires registry_mu_ (either mode).
+  void CheckKind(const KeyList& keys) const {
+    if (kind_ == KeyKind::kNone || keys.size == 0 || keys.kind == kind_) return;
+    KV_FAIL(KV_ERR_KEY_KIND_MISMATCH, "key %s is a%s key but this store uses %s keys; mixed key kinds are not allowed",
+            keys.Name(0).c_str(), keys.kind == KeyKind::kStr ? " string" : "n int",
+            kind_ == KeyKind::kStr ? "string" : "int");
+  }
+
+  // Requires registry_mu_ (either mode). nullptr when the key is not initialised.
+  Entry* FindLocked(const KeyList& keys, int i) const {
+    int id;
+    if (keys.kind == KeyKind::kStr) {
+      auto it = str_ids_.find(keys.strs[i]);
+      if (it == str_ids_.end()) return nullptr;
+      id = it->second;
+    } else {
+      id = keys.ints[i];
+    }
+    auto it = entries_.find(id);
+    return it == entries_.end() ? nullptr : it->second.get();
+  }
+
+  std::vector<Entry*> Lookup(const KeyList& keys) const {
+    std::shared_lock<std::shared_mutex> registry(registry_mu_);
+    CheckKind(keys);
+    std::vector<Entry*> found(static_cast<size_t>(keys.size));
+    for (int i = 0; i < keys.size; ++i) {
+      found[i] = FindLocked(keys, i);
+      KV_CHECK(found[i] != nullptr, KV_ERR_UNKNOWN_KEY, "key %s is not initialised in store \"%s\" (call init first)",
+               keys.Name(i).c_str(), type().c_str());
+    }
+    return found;
+  }
+
+  static std::string KeyName(const Entry& e) {
+    return e.str_key.empty() ? std::to_string(e.id) : "\"" + e.str_key + "\"";
+  }
+
+  // Groups the values by key (first-appearance order) and checks them against the stored
+  // shape and dtype, which never change after init.
+  std::vector<PushGroup> PlanPush(const KeyList& keys, const Array* const* vals) const {
+    std::vector<Entry*> entries = Lookup(keys);
+    std::vector<PushGroup> groups;
+    for (int i = 0; i < keys.size; ++i) {
+      Entry* e = entries[i];
+      CheckShapeDType(e->shape, e->dtype, *vals[i], "push to key " + KeyName(*e));
+      auto it = std::find_if(groups.begin(), groups.end(), [&](const PushGroup& g) { return g.entry == e; });
+      if (it == groups.end()) groups.push_back(PushGroup{e, {vals[i]}});
+      else it->vals.push_back(vals[i]);
+    }
+    return groups;
+  }
+
+  std::vector<PullItem> PlanPull(const KeyList& keys, Array* const* outs) const {
+    std::vector<Entry*> entries = Lookup(keys);
+    std::vector<PullItem> items;
+    items.reserve(entries.size());
+    for (int i = 0; i < keys.size; ++i) {
+      CheckShapeDType(entries[i]->shape, entries[i]->dtype, *outs[i], "pull of key " + KeyName(*entries[i]));
+      items.push_back(PullItem{entries[i], outs[i]});
+    }
+    return items;
+  }
+
+  template <typename T>
+  static std::vector<Entry*> EntriesOf(const std::vector<T>& list) {
+    std::vector<Entry*> out;
+    out.reserve(list.size());
+    for (const T& item : list) out.push_back(item.entry);
+    return out;
+  }
+
+  // Entries of `groups` are locked by the caller.
+  void ExecutePush(KeyKind kind, std::vector<PushGroup>& groups) {
+    std::shared_ptr<Updater> updater;
+    {
+      std::lock_guard<std::mutex> lock(updater_mu_);
+      updater = (kind == KeyKind::kStr && str_updater_) ? str_updater_ : updater_;
+    }
+    if (!updater) {  // assign: nothing after validation can fail, write in place
+      for (PushGroup& g : groups) comm_->Reduce(g.vals, g.entry->value.get());
+      return;
+    }
+    for (PushGroup& g : groups) {
+      Entry* e = g.entry;
+      const Array& v = *e->value;
+      if (!e->merged) e->merged = Array::Create(v.shape(), v.dtype(), v.ctx());
+      if (!e->candidate) e->candidate = Array::Create(v.shape(), v.dtype(), v.ctx());
+    }
+    for (PushGroup& g : groups) {
+      Entry* e = g.entry;
+      comm_->Reduce(g.vals, e->merged.get());
+      CopyArray(e->candidate.get(), *e->value);
+      UpdaterScope scope(this);
+      updater->Update(e->id, e->str_key.empty() ? nullptr : e->str_key.c_str(), e->merged.get(), e->candidate.get());
+    }
+    for (PushGroup& g : groups) std::swap(g.entry->value, g.entry->candidate);
+  }
+
+  void ExecutePull(const std::vector<PullItem>& items) {
+    for (const PullItem& item : items) CopyArray(item.out, *item.entry->value);
+  }
+
+  std::unique_ptr<Comm> comm_;
+
+  mutable std::shared_mutex registry_mu_;  // guards kind_, entries_ and str_ids_
+  KeyKind kind_ = KeyKind::kNone;
+  std::unordered_map<int, std::unique_ptr<Entry>> entries_;
+  std::unordered_map<std::string, int> str_ids_;
+
+  std::mutex updater_mu_;  // guards the two registrations
+  std::shared_ptr<Updater> updater_;
+  std::shared_ptr<Updater> str_updater_;
+};
+
+}  // namespace
+
+std::unique_ptr<Store> CreateLocalStore(const std::string& type, std::unique_ptr<Comm> comm) {
+  return std::make_unique<LocalStore>(type, std::move(comm));
+}
+
+}  // namespace kvstore
