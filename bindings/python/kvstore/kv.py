@@ -1,0 +1,382 @@
+"""The key-value store, as ``mx.kv``: ``kv.create('local')`` and the KVStore class.
+
+Keys are ints (C int range) or strings; a store uses one kind, fixed by the first call that
+names a key. Values and outputs follow the reference's list rules:
+
+- ``kv.push(3, a)``: one key, one value;
+- ``kv.push(3, [a0, a1])``: one key, several values (summed), e.g. one per device;
+- ``kv.push([3, 5], [a, b])``: a list of keys with one value each;
+- ``kv.push([3, 5], [[a0, a1], [b0, b1]])``: a list of keys with several values each.
+
+``pull``'s ``out`` follows the same rules (each listed output receives the stored value).
+Values may also be numpy arrays (copied in); outputs may be numpy arrays (written after a
+successful pull).
+"""
+import atexit
+import numbers
+import weakref
+from ctypes import byref, c_char_p, c_int
+
+import numpy
+
+from . import _callback
+from ._lib import (LIB, KVArrayHandle, KVController, KVFreeFn, KVStoreHandle, KVStrUpdater,
+                   KVUpdater)
+from .context import cpu
+from .errors import check_call, error_class
+from .ndarray import NDArray, _DTYPE_TO_CODE, _from_numpy
+
+__all__ = ["KVStore", "create", "is_worker_node", "is_server_node", "is_scheduler_node"]
+
+_INT_MIN, _INT_MAX = -(2 ** 31), 2 ** 31 - 1
+
+# Stores still open; closed at interpreter exit while the whole package is still intact (so
+# free hooks and updaters never run into a half-torn-down module).
+_live_stores = weakref.WeakSet()
+
+
+@atexit.register
+def _close_live_stores():
+    for store in list(_live_stores):
+        try:
+            store.close()
+        except Exception:
+            pass
+
+
+def _key_kind(key, where):
+    if isinstance(key, str):
+        return "str"
+    if isinstance(key, numbers.Integral) and not isinstance(key, bool):
+        if not _INT_MIN <= int(key) <= _INT_MAX:
+            raise OverflowError("%s: int key %d is out of the C int range" % (where, key))
+        return "int"
+    raise TypeError("%s: a key must be an int or a str, not %s (%r)"
+                    % (where, type(key).__name__, key))
+
+
+def _is_array(v):
+    return isinstance(v, (NDArray, numpy.ndarray))
+
+
+class _Batch(object):
+    """Flattened parallel keys/arrays of one call, in C form."""
+
+    def __init__(self, keys, arrays, kind, writeback=()):
+        self.keys = keys
+        self.arrays = arrays  # NDArrays; kept referenced for the duration of the call
+        self.kind = kind
+        self.writeback = writeback  # (numpy out, temporary NDArray) pairs for outputs
+        n = len(keys)
+        self.num = n
+        if kind == "str":
+            encoded = []
+            for k in keys:
+                b = k.encode("utf-8")
+                if b"\0" in b:
+                    raise ValueError("string key %r contains a NUL character" % k)
+                encoded.append(b)
+            self.c_keys = (c_char_p * max(n, 1))(*encoded)
+        else:
+            self.c_keys = (c_int * max(n, 1))(*[int(k) for k in keys])
+        self.c_arrays = (KVArrayHandle * max(n, 1))(*[a.handle for a in arrays])
+
+    def finish(self):
+        for dst, tmp in self.writeback:
+            numpy.copyto(dst, tmp.asnumpy(), casting="no")
+
+
+def _as_input(v, where):
+    if isinstance(v, NDArray):
+        return v
+    if isinstance(v, numpy.ndarray):
+        if v.dtype not in _DTYPE_TO_CODE:
+            raise TypeError("%s: numpy dtype %s is not supported" % (where, v.dtype))
+        return _from_numpy(v, cpu(0), NDArray)
+    raise TypeError("%s: values must be NDArrays (or numpy arrays), not %s"
+                    % (where, type(v).__name__))
+
+
+def _as_output(v, where, writeback):
+    if isinstance(v, NDArray):
+        return v
+    if isinstance(v, numpy.ndarray):
+        if v.dtype not in _DTYPE_TO_CODE:
+            raise TypeError("%s: numpy dtype %s is not supported" % (where, v.dtype))
+        if not v.flags.writeable:
+            raise ValueError("%s: the numpy output array is read-only" % where)
+        tmp = _from_numpy(v, cpu(0), NDArray)
+        writeback.append((v, tmp))
+        return tmp
+    raise TypeError("%s: outputs must be NDArrays (or numpy arrays), not %s"
+                    % (where, type(v).__name__))
+
+
+def _flatten(key, values, what, output=False):
+    """Keys and arrays of a call, flattened like the reference's _ctype_key_value."""
+    if values is None:
+        raise TypeError("%s: %s is required" % (what, "out" if output else "value"))
+    writeback = []
+    convert = ((lambda v, w: _as_output(v, w, writeback)) if output else _as_input)
+    keys, arrays = [], []
+
+    def one(k, vals, where):
+        _key_kind(k, where)
+        if isinstance(vals, (list, tuple)):
+            if not vals:
+                raise ValueError("%s: empty list of arrays for key %r" % (where, k))
+            for i, v in enumerate(vals):
+                if isinstance(v, (list, tuple)):
+                    raise TypeError("%s: key %r has a nested list of arrays; for several keys "
+                                    "pass a list of keys" % (where, k))
+                keys.append(k)
+                arrays.append(convert(v, "%s[%d]" % (where, i)))
+        else:
+            keys.append(k)
+            arrays.append(convert(vals, where))
+
+    if isinstance(key, (list, tuple)):
+        if not isinstance(values, (list, tuple)):
+            raise TypeError("%s: a list of %d keys needs a list of %d %s, got %s"
+                            % (what, len(key), len(key), "outputs" if output else "values",
+                               type(values).__name__))
+        if len(key) != len(values):
+            raise ValueError("%s: %d keys but %d %s" % (what, len(key), len(values),
+                                                       "outputs" if output else "values"))
+        for i, (k, v) in enumerate(zip(key, values)):
+            one(k, v, "%s (key %r)" % (what, k))
+    else:
+        one(key, values, "%s (key %r)" % (what, key))
+    kinds = [_key_kind(k, what) for k in keys]
+    for k, kk in zip(keys, kinds):
+        if kk != kinds[0]:
+            raise error_class("KEY_KIND_MISMATCH")(
+                "%s: int and string keys mixed in one call (key %r after key %r)"
+                % (what, k, keys[0]), -5)
+    kind = kinds[0] if kinds else "int"
+    return _Batch(keys, arrays, kind, writeback)
+
+
+class KVStore(object):
+    """A store created by :func:`create`. Release it with :meth:`close` (or ``with``); it is
+    also released when garbage-collected and at interpreter exit."""
+
+    def __init__(self, handle):
+        if not isinstance(handle, KVStoreHandle) or not handle:
+            raise TypeError("KVStore() takes a non-NULL KVStoreHandle; use kvstore.kv.create")
+        self._handle = handle
+        # Class of the arrays handed to updaters: the class of the arrays last used to
+        # initialise keys (kvstore.np arrays for np-flavoured code).
+        self._array_box = [NDArray]
+        _live_stores.add(self)
+
+    # -- lifetime ---------------------------------------------------------------------------
+    @property
+    def handle(self):
+        if self._handle is None:
+            raise ValueError("operation on a closed KVStore")
+        return self._handle
+
+    @property
+    def closed(self):
+        return self._handle is None
+
+    def close(self):
+        """Releases the store, its values and its updater registrations (whose free hooks
+        drop the Python callables). Idempotent. Raises the error of a distributed worker's
+        exit barrier, after releasing the store anyway."""
+        h, self._handle = self._handle, None
+        if h:
+            _live_stores.discard(self)
+            check_call(LIB.KVStoreFree(h))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    # -- properties -------------------------------------------------------------------------
+    @property
+    def type(self):
+        """The type name given to create(), lowercased."""
+        out = c_char_p()
+        check_call(LIB.KVStoreGetType(self.handle, byref(out)))
+        return out.value.decode("utf-8")
+
+    @property
+    def rank(self):
+        """Rank of this worker (0 for in-process stores)."""
+        out = c_int(0)
+        check_call(LIB.KVStoreGetRank(self.handle, byref(out)))
+        return out.value
+
+    @property
+    def num_workers(self):
+        """Number of workers (1 for in-process stores)."""
+        out = c_int(0)
+        check_call(LIB.KVStoreGetGroupSize(self.handle, byref(out)))
+        return out.value
+
+    def __repr__(self):
+        if self.closed:
+            return "<KVStore (closed)>"
+        return "<KVStore type=%r rank=%d num_workers=%d>" % (self.type, self.rank,
+                                                              self.num_workers)
+
+    # -- data -------------------------------------------------------------------------------
+    def _note_array_class(self, batch):
+        for a in batch.arrays:
+            if isinstance(a, NDArray):
+                self._array_box[0] = type(a)
+                break
+
+    def init(self, key, value):
+        """Initialises key(s) with copies of value(s). The updater does not run."""
+        b = _flatten(key, value, "init")
+        h = self.handle
+        fn = LIB.KVStoreInitStr if b.kind == "str" else LIB.KVStoreInit
+        check_call(fn(h, b.num, b.c_keys, b.c_arrays))
+        self._note_array_class(b)
+
+    def push(self, key, value, priority=0):
+        """Pushes value(s); the values of one key are summed and merged by the updater.
+        An exception raised by a Python updater propagates from here, and the stored
+        value is then unchanged."""
+        b = _flatten(key, value, "push")
+        fn = LIB.KVStorePushStr if b.kind == "str" else LIB.KVStorePush
+        _callback.call(fn, self.handle, b.num, b.c_keys, b.c_arrays, int(priority))
+
+    def pull(self, key, out=None, priority=0, ignore_sparse=True):
+        """Copies the stored value of key(s) into every output in out."""
+        b = _flatten(key, out, "pull", output=True)
+        fn = LIB.KVStorePullStr if b.kind == "str" else LIB.KVStorePull
+        check_call(fn(self.handle, b.num, b.c_keys, b.c_arrays, int(priority)))
+        b.finish()
+
+    def pushpull(self, key, value, out=None, priority=0):
+        """Push then pull in one call. Without out, the result is written into value."""
+        v = _flatten(key, value, "pushpull")
+        o = _flatten(key, value if out is None else out, "pushpull", output=True)
+        fn = LIB.KVStorePushPullStr if v.kind == "str" else LIB.KVStorePushPull
+        _callback.call(fn, self.handle, v.num, v.c_keys, v.c_arrays, o.num, o.c_keys,
+                       o.c_arrays, int(priority))
+        o.finish()
+
+    def broadcast(self, key, value, out, priority=0):
+        """Initialises key(s) with value(s), then pulls into out."""
+        v = _flatten(key, value, "broadcast")
+        o = _flatten(key, out, "broadcast", output=True)
+        fn = LIB.KVStoreBroadcastStr if v.kind == "str" else LIB.KVStoreBroadcast
+        check_call(fn(self.handle, v.num, v.c_keys, v.c_arrays, o.num, o.c_keys, o.c_arrays,
+                      int(priority)))
+        self._note_array_class(v)
+        o.finish()
+
+    # -- updaters ---------------------------------------------------------------------------
+    def _register(self, setter, ctype, fn, str_keys):
+        h = self.handle
+        if fn is None:
+            check_call(setter(h, ctype(), None, KVFreeFn()))
+            return None
+        reg = _callback.make_updater(fn, self._array_box, str_keys)
+        reg.publish()
+        try:
+            check_call(setter(h, reg.cfunc, reg.user_data, _callback.FREE_HOOK))
+        except BaseException:
+            reg.withdraw()  # refused: the library did not take ownership
+            raise
+        return reg
+
+    def _set_updater(self, updater):
+        """Sets the updater ``updater(key, input, stored)``: it must merge ``input`` (the
+        sum of a push) into ``stored`` in place, e.g. ``stored += input * 2``. It is used
+        for int keys and, with the key as a str, for string keys. ``input`` and ``stored``
+        are valid only during the call. None restores the default (assign)."""
+        if updater is not None and not callable(updater):
+            raise TypeError("updater must be callable as updater(key, input, stored), not %s"
+                            % type(updater).__name__)
+        self._register(LIB.KVStoreSetUpdater, KVUpdater, updater, False)
+        self._register(LIB.KVStoreSetStrUpdater, KVStrUpdater, updater, True)
+
+    set_updater = _set_updater
+
+    def _set_str_updater(self, updater):
+        """Sets only the string-key updater (KVStoreSetStrUpdater)."""
+        if updater is not None and not callable(updater):
+            raise TypeError("updater must be callable, not %s" % type(updater).__name__)
+        self._register(LIB.KVStoreSetStrUpdater, KVStrUpdater, updater, True)
+
+    def set_optimizer(self, optimizer):
+        """Installs a built-in optimizer from a spec string such as
+        ``"sgd(learning_rate=0.1,momentum=0.9)"``."""
+        if not isinstance(optimizer, str):
+            raise TypeError("set_optimizer takes a spec string such as "
+                            "'sgd(learning_rate=0.1)', not %s" % type(optimizer).__name__)
+        check_call(LIB.KVStoreSetOptimizer(self.handle, optimizer.encode("utf-8")))
+
+    # -- synchronisation, distributed -------------------------------------------------------
+    def _barrier(self):
+        """Waits until every worker has reached the barrier."""
+        check_call(LIB.KVStoreBarrier(self.handle))
+
+    barrier = _barrier
+
+    def wait_all(self):
+        """Blocks until every pending asynchronous operation of the store has completed."""
+        check_call(LIB.KVStoreWaitAll(self.handle))
+
+    def num_dead_node(self, node_id, timeout_sec=60):
+        """Number of nodes in the groups node_id (1 scheduler, 2 servers, 4 workers, summed)
+        whose last heartbeat is older than timeout_sec."""
+        out = c_int(0)
+        check_call(LIB.KVStoreGetNumDeadNode(self.handle, int(node_id), int(timeout_sec),
+                                             byref(out)))
+        return out.value
+
+    def _set_barrier_before_exit(self, barrier_before_exit=True):
+        check_call(LIB.KVStoreSetBarrierBeforeExit(self.handle, 1 if barrier_before_exit else 0))
+
+    def _send_command_to_servers(self, head, body):
+        check_call(LIB.KVStoreSendCommandToServers(self.handle, int(head),
+                                                   str(body).encode("utf-8")))
+
+    def run_server(self, controller=None):
+        """Runs this process as the server or scheduler named by DMLC_ROLE until the job
+        ends; controller(head, body) receives commands sent by workers."""
+        reg = _callback.make_controller(controller) if controller is not None else None
+        cfunc = reg.cfunc if reg is not None else KVController()
+        _callback.call(LIB.KVStoreRunServer, self.handle, cfunc, None)
+        del reg
+
+
+def create(name="local"):
+    """Creates a store: 'local', 'device', 'nccl', 'dist_sync', 'dist_async', ... (the
+    name is case-insensitive; an unknown name raises InvalidArgumentError listing the valid
+    ones)."""
+    if not isinstance(name, str):
+        raise TypeError("name must be a str, not %s" % type(name).__name__)
+    if "\0" in name:
+        raise ValueError("store type %r contains a NUL character" % name)
+    out = KVStoreHandle()
+    check_call(LIB.KVStoreCreate(name.encode("utf-8"), byref(out)))
+    return KVStore(out)
+
+
+def is_worker_node():
+    return bool(LIB.KVIsWorkerNode())
+
+
+def is_server_node():
+    return bool(LIB.KVIsServerNode())
+
+
+def is_scheduler_node():
+    return bool(LIB.KVIsSchedulerNode())

@@ -1,0 +1,12 @@
+"""``kvstore.nd``: the NDArray namespace, as ``mx.nd``.
+
+    >>> from kvstore import nd, cpu
+    >>> a = nd.ones((2, 3), cpu(0)) * 2
+    >>> a.asnumpy()
+    array([[2., 2., 2.],
+           [2., 2., 2.]], dtype=float32)
+"""
+from .ndarray import NDArray, array, empty, full, ones, zeros  # noqa: F401
+from .context import Context, cpu, gpu  # noqa: F401
+
+__all__ = ["NDArray", "array", "empty", "full", "ones", "zeros", "Context", "cpu", "gpu"]

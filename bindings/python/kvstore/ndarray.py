@@ -1,0 +1,526 @@
+"""NDArray: a dense n-dimensional array held by libkvstore, as ``mx.nd.NDArray``.
+
+Arrays own a library handle that is released deterministically: by :meth:`NDArray.close`,
+at the end of a ``with`` block, or when the last Python reference goes away (CPython frees
+objects as soon as they become unreachable). A zero-copy numpy view from
+``asnumpy(copy=False)`` keeps the memory alive on its own, so closing an array whose view is
+still in use releases the handle when the last view is gone instead of leaving the view
+dangling.
+"""
+import ctypes
+import numbers
+from ctypes import byref, c_int, c_int64, c_size_t, c_void_p
+
+import numpy
+
+from ._lib import LIB, KVArrayHandle
+from .context import Context, current_context
+from .errors import check_call
+
+__all__ = ["NDArray", "empty", "zeros", "ones", "full", "array", "dtype_code", "SUPPORTED_DTYPES"]
+
+KV_MAX_NDIM = 32
+
+# KVBinaryOp
+OP_ADD, OP_SUB, OP_MUL, OP_DIV = 0, 1, 2, 3
+
+# KVDType codes (the reference implementation's type flags) <-> numpy dtypes.
+_CODE_TO_DTYPE = {
+    0: numpy.dtype(numpy.float32),
+    1: numpy.dtype(numpy.float64),
+    2: numpy.dtype(numpy.float16),
+    3: numpy.dtype(numpy.uint8),
+    4: numpy.dtype(numpy.int32),
+    6: numpy.dtype(numpy.int64),
+}
+_DTYPE_TO_CODE = {dt: code for code, dt in _CODE_TO_DTYPE.items()}
+#: The numpy dtypes an NDArray can hold.
+SUPPORTED_DTYPES = tuple(_CODE_TO_DTYPE.values())
+_DEFAULT_DTYPE = numpy.dtype(numpy.float32)
+
+
+def dtype_code(dtype):
+    """The KVDType code of a numpy dtype (or anything numpy.dtype accepts)."""
+    if dtype is None:
+        dtype = _DEFAULT_DTYPE
+    try:
+        dt = numpy.dtype(dtype)
+    except TypeError:
+        raise TypeError("dtype %r is not a data type" % (dtype,)) from None
+    if not dt.isnative:
+        dt = dt.newbyteorder("=")
+    try:
+        return _DTYPE_TO_CODE[dt]
+    except KeyError:
+        raise TypeError("dtype %s is not supported; NDArray dtypes are %s"
+                        % (dt, ", ".join(str(d) for d in SUPPORTED_DTYPES))) from None
+
+
+def _norm_shape(shape):
+    if isinstance(shape, numbers.Integral) and not isinstance(shape, bool):
+        shape = (shape,)
+    try:
+        dims = tuple(shape)
+    except TypeError:
+        raise TypeError("shape must be an int or a sequence of ints, not %s"
+                        % type(shape).__name__) from None
+    out = []
+    for i, d in enumerate(dims):
+        if not isinstance(d, numbers.Integral) or isinstance(d, bool):
+            raise TypeError("shape[%d] must be an int, not %s (shape %r)"
+                            % (i, type(d).__name__, dims))
+        if d < 0:
+            raise ValueError("shape[%d] is negative (shape %r)" % (i, dims))
+        out.append(int(d))
+    if len(out) > KV_MAX_NDIM:
+        raise ValueError("an NDArray has at most %d dimensions; shape %r has %d"
+                         % (KV_MAX_NDIM, dims, len(out)))
+    return tuple(out)
+
+
+def _is_scalar(x):
+    if isinstance(x, (bool, numpy.bool_, complex, numpy.complexfloating)):
+        return False
+    return isinstance(x, (numbers.Real, numpy.integer, numpy.floating))
+
+
+class _Handle(object):
+    """Owner of one KVArrayHandle. Owned handles are freed exactly once: by ``release`` or
+    when this object is collected. Borrowed handles (updater arguments) are never freed and
+    become invalid when the callback returns."""
+
+    __slots__ = ("ptr", "owned", "why_invalid", "__weakref__")
+
+    def __init__(self, ptr, owned):
+        self.ptr = ptr
+        self.owned = owned
+        self.why_invalid = None
+
+    def release(self, why, _free=LIB.KVArrayFree):
+        ptr, self.ptr = self.ptr, None
+        if self.why_invalid is None:
+            self.why_invalid = why
+        if ptr and self.owned:
+            _free(ptr)
+
+    def __del__(self):
+        try:
+            self.release("freed")
+        except Exception:  # interpreter shutdown: nothing sensible left to do
+            pass
+
+
+class _HostView(object):
+    """numpy's handle on an array's host memory; keeps the owning _Handle alive."""
+
+    __slots__ = ("_owner", "__array_interface__")
+
+    def __init__(self, owner, ptr, shape, dtype):
+        self._owner = owner
+        self.__array_interface__ = {"data": (ptr, False), "shape": shape,
+                                    "typestr": dtype.str, "version": 3}
+
+
+class NDArray(object):
+    """An n-dimensional array of one dtype on one device, held by libkvstore.
+
+    Create arrays with :func:`empty`, :func:`zeros`, :func:`ones`, :func:`full` or
+    :func:`array`. Arithmetic ``+ - * /`` (with an NDArray, a scalar or a numpy array) makes
+    a new array; ``+= -= *= /=`` work in place. Operands must share shape, dtype and context.
+    """
+
+    __slots__ = ("_h", "_meta", "__weakref__")
+    __array_priority__ = 1000.0
+    __array_ufunc__ = None  # numpy defers `ndarray op NDArray` to our reflected operators
+
+    def __init__(self, handle, owned=True):
+        if not isinstance(handle, KVArrayHandle) or not handle:
+            raise TypeError("NDArray() takes a non-NULL KVArrayHandle; use kvstore.nd.zeros, "
+                            "ones, empty, full or array to create arrays")
+        self._h = _Handle(handle, owned)
+        self._meta = None
+
+    # -- handle management ------------------------------------------------------------------
+    @classmethod
+    def _borrow(cls, handle):
+        """A non-owning array over a handle lent by the library for one callback."""
+        obj = cls.__new__(cls)
+        obj._h = _Handle(handle, False)
+        obj._meta = None
+        return obj
+
+    @property
+    def handle(self):
+        """The KVArrayHandle; ValueError once the array is closed."""
+        h = self._h
+        if h is None:
+            raise ValueError("operation on a closed NDArray")
+        if not h.ptr:
+            if h.why_invalid == "borrowed":
+                raise ValueError("this NDArray was lent to an updater for the duration of the "
+                                 "call and is no longer valid; copy it (a.copy()) to keep it")
+            raise ValueError("operation on a closed NDArray")
+        return h.ptr
+
+    @property
+    def closed(self):
+        return self._h is None or not self._h.ptr
+
+    def close(self):
+        """Releases the library array now (or, when a zero-copy numpy view of it is alive,
+        when the last such view goes away). Further use raises ValueError. Idempotent."""
+        h, self._h = self._h, None
+        if h is not None and h.owned:
+            # Other holders of h are zero-copy views only: dropping our reference frees the
+            # handle now unless a view is still alive.
+            del h
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def _invalidate_borrowed(self):
+        if self._h is not None:
+            self._h.release("borrowed")
+
+    # -- metadata ---------------------------------------------------------------------------
+    def _query_meta(self):
+        if self._meta is None:
+            h = self.handle
+            ndim = c_int(0)
+            dims = (c_int64 * KV_MAX_NDIM)()
+            check_call(LIB.KVArrayGetShape(h, dims, KV_MAX_NDIM, byref(ndim)))
+            code = c_int(0)
+            check_call(LIB.KVArrayGetDType(h, byref(code)))
+            dev_type, dev_id = c_int(0), c_int(0)
+            check_call(LIB.KVArrayGetContext(h, byref(dev_type), byref(dev_id)))
+            shape = tuple(dims[i] for i in range(ndim.value))
+            self._meta = (shape, _CODE_TO_DTYPE[code.value],
+                          Context(dev_type.value, dev_id.value))
+        else:
+            self.handle  # raise if closed
+        return self._meta
+
+    @property
+    def shape(self):
+        return self._query_meta()[0]
+
+    @property
+    def dtype(self):
+        """The numpy dtype of the elements."""
+        return self._query_meta()[1]
+
+    @property
+    def context(self):
+        return self._query_meta()[2]
+
+    ctx = context
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def size(self):
+        n = c_int64(0)
+        check_call(LIB.KVArrayGetSize(self.handle, byref(n)))
+        return n.value
+
+    @property
+    def nbytes(self):
+        n = c_size_t(0)
+        check_call(LIB.KVArrayGetNBytes(self.handle, byref(n)))
+        return n.value
+
+    def __len__(self):
+        shape = self.shape
+        if not shape:
+            raise TypeError("len() of a 0-d NDArray")
+        return shape[0]
+
+    # -- host memory ------------------------------------------------------------------------
+    def asnumpy(self, copy=True):
+        """The contents as a numpy array.
+
+        ``copy=True`` (default) returns an independent copy. ``copy=False`` returns a zero-copy
+        view of the array's host memory (CPU arrays only; writes through the view change the
+        array). The view keeps the memory alive even after :meth:`close`.
+        """
+        shape, dtype, _ = self._query_meta()
+        if copy:
+            out = numpy.empty(shape, dtype=dtype)
+            if out.nbytes:
+                check_call(LIB.KVArrayCopyToHost(self.handle, out.ctypes.data_as(c_void_p),
+                                                 out.nbytes))
+            return out
+        if not self._h.owned:
+            raise ValueError("an array lent to an updater has no zero-copy view (it is valid "
+                             "only during the call); use asnumpy() for a copy")
+        ptr = c_void_p()
+        check_call(LIB.KVArrayGetData(self.handle, byref(ptr)))
+        if not ptr.value:
+            return numpy.empty(shape, dtype=dtype)
+        return numpy.asarray(_HostView(self._h, ptr.value, shape, dtype))
+
+    def __array__(self, dtype=None):
+        a = self.asnumpy()
+        return a if dtype is None else a.astype(dtype, copy=False)
+
+    def asscalar(self):
+        """The value of a one-element array as a Python scalar."""
+        if self.size != 1:
+            raise ValueError("asscalar() needs an array of one element, shape is %r"
+                             % (self.shape,))
+        return self.asnumpy().reshape(()).item()
+
+    def __float__(self):
+        return float(self.asscalar())
+
+    def __int__(self):
+        return int(self.asscalar())
+
+    def __bool__(self):
+        if self.size != 1:
+            raise ValueError("the truth value of an NDArray with more than one element is "
+                             "ambiguous")
+        return bool(self.asscalar())
+
+    def _copy_from(self, value):
+        """Writes value (a scalar, an NDArray or anything numpy can broadcast) into self."""
+        if isinstance(value, NDArray):
+            check_call(LIB.KVArrayCopy(self.handle, value.handle))
+        elif _is_scalar(value):
+            check_call(LIB.KVArrayFill(self.handle, float(value)))
+        else:
+            shape, dtype, _ = self._query_meta()
+            src = numpy.asarray(value)
+            if src.dtype.kind not in "biuf":
+                raise TypeError("cannot copy a %s array into an NDArray" % src.dtype)
+            try:
+                src = numpy.broadcast_to(src, shape)
+            except ValueError:
+                raise ValueError("cannot copy an array of shape %r into an NDArray of shape %r"
+                                 % (numpy.shape(value), shape)) from None
+            src = numpy.ascontiguousarray(src, dtype=dtype)
+            if src.nbytes:
+                check_call(LIB.KVArrayCopyFromHost(self.handle, src.ctypes.data_as(c_void_p),
+                                                   src.nbytes))
+        return self
+
+    def __setitem__(self, key, value):
+        if not (key is Ellipsis or (isinstance(key, slice) and key == slice(None))):
+            raise TypeError("NDArray supports only whole-array assignment a[:] = value; got "
+                            "index %r" % (key,))
+        self._copy_from(value)
+
+    def __getitem__(self, key):
+        if key is Ellipsis or (isinstance(key, slice) and key == slice(None)):
+            return self
+        raise TypeError("NDArray supports no indexing besides a[:]; use a.asnumpy()[%r]"
+                        % (key,))
+
+    # -- copies -----------------------------------------------------------------------------
+    def _empty_like(self, ctx=None, cls=None):
+        shape, dtype, own_ctx = self._query_meta()
+        return _create(shape, ctx if ctx is not None else own_ctx, dtype, cls or type(self))
+
+    def copy(self):
+        """A new array with the same contents, shape, dtype and context."""
+        out = self._empty_like()
+        check_call(LIB.KVArrayCopy(out.handle, self.handle))
+        return out
+
+    def copyto(self, other):
+        """Copies into another NDArray (returned), or into a new array on a Context."""
+        if isinstance(other, NDArray):
+            if other is self:
+                return other
+            check_call(LIB.KVArrayCopy(other.handle, self.handle))
+            return other
+        if isinstance(other, Context):
+            out = self._empty_like(ctx=other)
+            check_call(LIB.KVArrayCopy(out.handle, self.handle))
+            return out
+        raise TypeError("copyto() takes an NDArray or a Context, not %s" % type(other).__name__)
+
+    def as_in_context(self, ctx):
+        """self if it already lives on ctx, else a copy on ctx."""
+        ctx = Context(ctx)
+        return self if self.context == ctx else self.copyto(ctx)
+
+    def astype(self, dtype):
+        """A copy converted to dtype (through host memory)."""
+        return _from_numpy(self.asnumpy().astype(dtype_to_numpy(dtype)), self.context,
+                           type(self))
+
+    def wait_to_read(self):
+        """Blocks until pending asynchronous writes (distributed pulls) have finished."""
+        check_call(LIB.KVArrayWaitToRead(self.handle))
+
+    # -- arithmetic -------------------------------------------------------------------------
+    def _operand(self, other):
+        """other as an NDArray compatible with self, or None if not an array-like."""
+        if isinstance(other, NDArray):
+            return other
+        if isinstance(other, (numpy.ndarray, list, tuple)):
+            shape, dtype, ctx = self._query_meta()
+            src = numpy.asarray(other)
+            if src.dtype.kind not in "biuf":
+                return None
+            try:
+                src = numpy.broadcast_to(src, shape)
+            except ValueError:
+                raise ValueError("operand of shape %r does not broadcast to the NDArray shape %r"
+                                 % (src.shape, shape)) from None
+            return _from_numpy(src.astype(dtype, copy=False), ctx, NDArray)
+        return None
+
+    def _binary(self, other, op, out=None, reverse=False):
+        if _is_scalar(other):
+            if out is None:
+                out = self._empty_like()
+            if reverse:
+                tmp = self._empty_like(cls=NDArray)
+                check_call(LIB.KVArrayFill(tmp.handle, float(other)))
+                check_call(LIB.KVArrayBinary(op, tmp.handle, self.handle, out.handle))
+            else:
+                check_call(LIB.KVArrayBinaryScalar(op, self.handle, float(other), out.handle))
+            return out
+        arr = self._operand(other)
+        if arr is None:
+            return NotImplemented
+        if out is None:
+            out = self._empty_like()
+        a, b = (arr, self) if reverse else (self, arr)
+        check_call(LIB.KVArrayBinary(op, a.handle, b.handle, out.handle))
+        return out
+
+    def __add__(self, other):
+        return self._binary(other, OP_ADD)
+
+    def __radd__(self, other):
+        return self._binary(other, OP_ADD, reverse=True)
+
+    def __iadd__(self, other):
+        return self._binary(other, OP_ADD, out=self)
+
+    def __sub__(self, other):
+        return self._binary(other, OP_SUB)
+
+    def __rsub__(self, other):
+        return self._binary(other, OP_SUB, reverse=True)
+
+    def __isub__(self, other):
+        return self._binary(other, OP_SUB, out=self)
+
+    def __mul__(self, other):
+        return self._binary(other, OP_MUL)
+
+    def __rmul__(self, other):
+        return self._binary(other, OP_MUL, reverse=True)
+
+    def __imul__(self, other):
+        return self._binary(other, OP_MUL, out=self)
+
+    def __truediv__(self, other):
+        return self._binary(other, OP_DIV)
+
+    def __rtruediv__(self, other):
+        return self._binary(other, OP_DIV, reverse=True)
+
+    def __itruediv__(self, other):
+        return self._binary(other, OP_DIV, out=self)
+
+    def __neg__(self):
+        return self._binary(0, OP_SUB, reverse=True)
+
+    def __pos__(self):
+        return self.copy()
+
+    # -- display ----------------------------------------------------------------------------
+    def __repr__(self):
+        if self.closed:
+            return "<%s (closed)>" % type(self).__name__
+        shape, _, ctx = self._query_meta()
+        return "\n%s\n<%s %s @%s>" % (str(self.asnumpy()), type(self).__name__,
+                                      "x".join(str(d) for d in shape), ctx)
+
+    __str__ = __repr__
+
+
+def dtype_to_numpy(dtype):
+    """numpy dtype of a supported dtype spelling (TypeError otherwise)."""
+    return _CODE_TO_DTYPE[dtype_code(dtype)]
+
+
+def _create(shape, ctx, dtype, cls):
+    shape = _norm_shape(shape)
+    ctx = current_context() if ctx is None else Context(ctx)
+    code = dtype_code(dtype)
+    dims = (c_int64 * max(len(shape), 1))(*shape)
+    out = KVArrayHandle()
+    check_call(LIB.KVArrayCreate(dims, len(shape), code, ctx.device_typeid, ctx.device_id,
+                                 byref(out)))
+    return cls(out)
+
+
+def _from_numpy(src, ctx, cls):
+    src = numpy.ascontiguousarray(src)
+    out = _create(src.shape, ctx, src.dtype, cls)
+    if src.nbytes:
+        check_call(LIB.KVArrayCopyFromHost(out.handle, src.ctypes.data_as(c_void_p), src.nbytes))
+    return out
+
+
+def _array(source, ctx, dtype, cls):
+    if isinstance(source, NDArray):
+        src = source.asnumpy()
+    else:
+        src = numpy.asarray(source)
+    if dtype is None:
+        dtype = src.dtype if (isinstance(source, (numpy.ndarray, NDArray))
+                              and src.dtype in _DTYPE_TO_CODE) else _DEFAULT_DTYPE
+    dtype = dtype_to_numpy(dtype)
+    if src.dtype.kind not in "biuf":
+        raise TypeError("cannot make an NDArray from data of dtype %s" % src.dtype)
+    return _from_numpy(src.astype(dtype, copy=False), ctx, cls)
+
+
+def empty(shape, ctx=None, dtype=None):
+    """A new array (zero-filled: the library always initialises memory)."""
+    return _create(shape, ctx, dtype, NDArray)
+
+
+def zeros(shape, ctx=None, dtype=None, **kwargs):
+    """A new array of zeros; ``shape`` an int or a tuple, ``ctx`` a Context (default
+    cpu(0)), ``dtype`` float32 by default."""
+    _no_kwargs("zeros", kwargs)
+    return _create(shape, ctx, dtype, NDArray)
+
+
+def ones(shape, ctx=None, dtype=None, **kwargs):
+    """A new array of ones (see :func:`zeros`)."""
+    _no_kwargs("ones", kwargs)
+    return full(shape, 1, ctx, dtype)
+
+
+def full(shape, val, ctx=None, dtype=None):
+    """A new array with every element set to val."""
+    out = _create(shape, ctx, dtype, NDArray)
+    check_call(LIB.KVArrayFill(out.handle, float(val)))
+    return out
+
+
+def array(source_array, ctx=None, dtype=None):
+    """A new array with a copy of source_array (a numpy array, nested lists, an NDArray).
+    The dtype is the source's for numpy arrays of a supported dtype, else float32."""
+    return _array(source_array, ctx, dtype, NDArray)
+
+
+def _no_kwargs(fn, kwargs):
+    if kwargs:
+        raise TypeError("%s() got unexpected keyword arguments %s"
+                        % (fn, ", ".join(sorted(kwargs))))
