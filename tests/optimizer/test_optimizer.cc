@@ -1,0 +1,597 @@
+// test_optimizer.cc - the built-in optimizers through the public C API: a `local` store,
+// KVStoreSetOptimizer, then init / push gradients / pull, compared with values computed by
+// hand from the reference (MXNet 1.9.1) formulas written out in docs/OPTIMIZERS.md. The
+// arithmetic is in the comments; every scenario is chosen so that the usual variants of a
+// formula (clip before or after weight decay, epsilon inside or outside the square root,
+// missing bias correction, momentum in weight or gradient units) give different numbers.
+//
+// Usage: test_optimizer [case]   (no argument runs every case)
+#include <clocale>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kvstore/kvstore.h"
+
+namespace {
+
+// ---------------------------------------------------------------------------------------
+// Checks: record a failure and go on; main() reports the totals.
+
+int g_passed = 0;
+int g_failed = 0;
+
+void Record(bool ok, const char* file, int line, const std::string& what) {
+  if (ok) {
+    ++g_passed;
+  } else {
+    ++g_failed;
+    std::fprintf(stderr, "%s:%d: %s\n", file, line, what.c_str());
+  }
+}
+
+// `rc` must equal `code`, and the thread's last error must contain `needle` (unless NULL).
+void RecordErr(int rc, int code, const char* needle, const char* call, const char* file,
+               int line) {
+  const char* msg = KVGetLastError();
+  bool ok = rc == code && (needle == nullptr || std::strstr(msg, needle) != nullptr);
+  Record(ok, file, line,
+         std::string(call) + " returned " + std::to_string(rc) + " (want " +
+             std::to_string(code) + "), message \"" + msg + "\" (want \"" +
+             (needle ? needle : "") + "\")");
+}
+
+#define CHECK(cond) Record((cond), __FILE__, __LINE__, "CHECK failed: " #cond)
+#define CHECK_ERR(call, code, needle) RecordErr((call), (code), (needle), #call, __FILE__, __LINE__)
+#define CHECK_OK(call) CHECK_ERR(call, 0, nullptr)
+
+// ---------------------------------------------------------------------------------------
+// Small RAII helpers over the C API.
+
+struct Array {
+  KVArrayHandle h = nullptr;
+  Array(int dtype, size_t n) {
+    int64_t shape[1] = {static_cast<int64_t>(n)};
+    CHECK_OK(KVArrayCreate(shape, 1, dtype, KV_CPU, 0, &h));
+  }
+  ~Array() { KVArrayFree(h); }
+  Array(const Array&) = delete;
+  Array& operator=(const Array&) = delete;
+  template <typename T> void Set(const std::vector<T>& v) {
+    CHECK_OK(KVArrayCopyFromHost(h, v.data(), v.size() * sizeof(T)));
+  }
+  template <typename T> std::vector<T> Get(size_t n) {
+    std::vector<T> v(n);
+    CHECK_OK(KVArrayCopyToHost(h, v.data(), n * sizeof(T)));
+    return v;
+  }
+};
+
+struct Store {
+  KVStoreHandle h = nullptr;
+  Store() { CHECK_OK(KVStoreCreate("local", &h)); }
+  ~Store() { KVStoreFree(h); }
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+};
+
+template <typename T> struct DTypeOf;
+template <> struct DTypeOf<float> { static constexpr int value = KV_FLOAT32; };
+template <> struct DTypeOf<double> { static constexpr int value = KV_FLOAT64; };
+template <> struct DTypeOf<uint16_t> { static constexpr int value = KV_FLOAT16; };  // bits
+template <> struct DTypeOf<int32_t> { static constexpr int value = KV_INT32; };
+template <> struct DTypeOf<int64_t> { static constexpr int value = KV_INT64; };
+template <> struct DTypeOf<uint8_t> { static constexpr int value = KV_UINT8; };
+
+// A store with the optimizer `spec` and one int key initialised to w0.
+template <typename T>
+struct Fixture {
+  Store store;
+  std::vector<int> keys;
+  size_t n;
+
+  Fixture(const char* spec, const std::vector<T>& w0, int num_keys = 1) : n(w0.size()) {
+    CHECK_OK(KVStoreSetOptimizer(store.h, spec));
+    for (int k = 0; k < num_keys; ++k) {
+      keys.push_back(k);
+      Array a(DTypeOf<T>::value, n);
+      a.Set(w0);
+      CHECK_OK(KVStoreInit(store.h, 1, &k, &a.h));
+    }
+  }
+  // Pushes one gradient for `key`; returns the push's status.
+  int Push(const std::vector<T>& g, int key = 0) {
+    Array a(DTypeOf<T>::value, n);
+    a.Set(g);
+    return KVStorePush(store.h, 1, &key, &a.h, 0);
+  }
+  std::vector<T> Pull(int key = 0) {
+    Array a(DTypeOf<T>::value, n);
+    CHECK_OK(KVStorePull(store.h, 1, &key, &a.h, 0));
+    return a.Get<T>(n);
+  }
+};
+
+bool Near(double got, double want, double tol) { return std::fabs(got - want) <= tol; }
+
+void RecordNear(double got, double want, double tol, const char* expr, const char* file,
+                int line) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%s = %.12g, want %.12g (tol %g)", expr, got, want, tol);
+  Record(Near(got, want, tol), file, line, buf);
+}
+#define CHECK_NEAR(got, want, tol) RecordNear((got), (want), (tol), #got, __FILE__, __LINE__)
+
+constexpr double kF32 = 1e-5;   // a few float32 ulps at the magnitudes used here
+constexpr double kF64 = 1e-12;
+
+// ---------------------------------------------------------------------------------------
+// sgd
+
+void TestSgdPlain() {
+  // sgd(lr=0.1, wd=0.01, rescale_grad=0.5, clip_gradient=1), float32.
+  // g' = clip(0.5 * g, 1) + 0.01 * w;  w -= 0.1 * g'.
+  Fixture<float> f("sgd(learning_rate=0.1, wd=0.01, rescale_grad=0.5, clip_gradient=1)",
+                   {1.0f, -2.0f, 0.5f});
+  const std::vector<float> g = {0.5f, 1.0f, -4.0f};
+  CHECK_OK(f.Push(g));
+  std::vector<float> w = f.Pull();
+  // e0: g' = 0.25 + 0.01           = 0.26     -> w = 1 - 0.026          = 0.974
+  // e1: g' = 0.5 - 0.02            = 0.48     -> w = -2 - 0.048         = -2.048
+  // e2: g' = clip(-2, 1) + 0.005   = -0.995   -> w = 0.5 + 0.0995       = 0.5995
+  //     (clipping after weight decay would give clip(-1.995) = -1 -> 0.6)
+  CHECK_NEAR(w[0], 0.974, kF32);
+  CHECK_NEAR(w[1], -2.048, kF32);
+  CHECK_NEAR(w[2], 0.5995, kF32);
+  CHECK_OK(f.Push(g));
+  w = f.Pull();
+  // e0: g' = 0.25 + 0.00974        = 0.25974  -> w = 0.974 - 0.025974   = 0.948026
+  // e1: g' = 0.5 - 0.02048         = 0.47952  -> w = -2.048 - 0.047952  = -2.095952
+  // e2: g' = -1 + 0.005995         = -0.994005 -> w = 0.5995 + 0.0994005 = 0.6989005
+  CHECK_NEAR(w[0], 0.948026, kF32);
+  CHECK_NEAR(w[1], -2.095952, kF32);
+  CHECK_NEAR(w[2], 0.6989005, kF32);
+}
+
+void TestSgdMomentum() {
+  // sgd(lr=0.1, momentum=0.9), float64. mom = 0.9 * mom - 0.1 * g; w += mom.
+  Fixture<double> f("sgd(lr=0.1,momentum=0.9)", {1.0, 2.0});
+  const std::vector<double> g = {1.0, -0.5};
+  // step 1: mom = (-0.1, 0.05)                       w = (0.9, 2.05)
+  // step 2: mom = (-0.09 - 0.1, 0.045 + 0.05)
+  //             = (-0.19, 0.095)                     w = (0.71, 2.145)
+  // step 3: mom = (-0.171 - 0.1, 0.0855 + 0.05)
+  //             = (-0.271, 0.1355)                   w = (0.439, 2.2805)
+  const double want[3][2] = {{0.9, 2.05}, {0.71, 2.145}, {0.439, 2.2805}};
+  for (int step = 0; step < 3; ++step) {
+    CHECK_OK(f.Push(g));
+    std::vector<double> w = f.Pull();
+    CHECK_NEAR(w[0], want[step][0], kF64);
+    CHECK_NEAR(w[1], want[step][1], kF64);
+  }
+}
+
+void TestSgdStatePerKey() {
+  // Momentum state belongs to one key and is created on that key's first update.
+  // sgd(lr=1, momentum=0.5), float32, keys 0 and 1 both start at 0, gradient 1 each time.
+  // key 0 pushed twice: mom = -1, then -0.5 - 1 = -1.5  -> w = -1, then -2.5
+  // key 1 pushed once afterwards: fresh state mom = -1  -> w = -1 (not -0.75 - 1 ...)
+  Fixture<float> f("sgd(lr=1,momentum=0.5)", {0.0f}, 2);
+  CHECK_OK(f.Push({1.0f}, 0));
+  CHECK_OK(f.Push({1.0f}, 0));
+  CHECK_OK(f.Push({1.0f}, 1));
+  CHECK_NEAR(f.Pull(0)[0], -2.5, kF32);
+  CHECK_NEAR(f.Pull(1)[0], -1.0, kF32);
+  // key 1 again: mom = -0.5 - 1 = -1.5 -> w = -2.5 (its own history, not key 0's)
+  CHECK_OK(f.Push({1.0f}, 1));
+  CHECK_NEAR(f.Pull(1)[0], -2.5, kF32);
+}
+
+void TestSgdStringKeys() {
+  // State is kept per string key. sgd(lr=1, momentum=0.5), float64, keys "a" and "b" at 0.
+  Store s;
+  CHECK_OK(KVStoreSetOptimizer(s.h, "sgd(lr=1,momentum=0.5)"));
+  const char* ka = "a";
+  const char* kb = "b";
+  Array w(KV_FLOAT64, 1), g(KV_FLOAT64, 1), out(KV_FLOAT64, 1);
+  w.Set(std::vector<double>{0.0});
+  g.Set(std::vector<double>{1.0});
+  CHECK_OK(KVStoreInitStr(s.h, 1, &ka, &w.h));
+  CHECK_OK(KVStoreInitStr(s.h, 1, &kb, &w.h));
+  CHECK_OK(KVStorePushStr(s.h, 1, &ka, &g.h, 0));  // a: mom -1,   w -1
+  CHECK_OK(KVStorePushStr(s.h, 1, &ka, &g.h, 0));  // a: mom -1.5, w -2.5
+  CHECK_OK(KVStorePushStr(s.h, 1, &kb, &g.h, 0));  // b: mom -1,   w -1
+  CHECK_OK(KVStorePullStr(s.h, 1, &ka, &out.h, 0));
+  CHECK_NEAR(out.Get<double>(1)[0], -2.5, kF64);
+  CHECK_OK(KVStorePullStr(s.h, 1, &kb, &out.h, 0));
+  CHECK_NEAR(out.Get<double>(1)[0], -1.0, kF64);
+}
+
+void TestClipZeroAndNegative() {
+  // clip_gradient=0 clips every gradient to 0 (only weight decay moves w); a negative value
+  // disables clipping. float64.
+  Fixture<double> zero("sgd(lr=1,wd=0.5,clip_gradient=0)", {2.0});
+  CHECK_OK(zero.Push({100.0}));
+  CHECK_NEAR(zero.Pull()[0], 1.0, kF64);  // g' = 0 + 0.5 * 2 = 1 -> w = 2 - 1
+  Fixture<double> off("sgd(lr=1,clip_gradient=-1)", {2.0});
+  CHECK_OK(off.Push({100.0}));
+  CHECK_NEAR(off.Pull()[0], -98.0, kF64);  // g' = 100 -> w = 2 - 100
+}
+
+// ---------------------------------------------------------------------------------------
+// nag
+
+void TestNag() {
+  // nag(lr=0.1, momentum=0.9, wd=0.1), float32, w0 = (1, 2), g = (1, 0) every step.
+  // g' = g + 0.1 w;  mom = 0.9 mom + g';  w -= 0.1 (g' + 0.9 mom)
+  // step 1: e0 g' = 1.1          mom = 1.1        w = 1 - 0.1 (1.1 + 0.99)         = 0.791
+  //         e1 g' = 0.2          mom = 0.2        w = 2 - 0.1 (0.2 + 0.18)         = 1.962
+  // step 2: e0 g' = 1.0791       mom = 2.0691     w = 0.791 - 0.1 (1.0791 + 1.86219) = 0.496871
+  //         e1 g' = 0.1962       mom = 0.3762     w = 1.962 - 0.1 (0.1962 + 0.33858) = 1.908522
+  // step 3: e0 g' = 1.0496871    mom = 2.9118771
+  //            w = 0.496871 - 0.1 (1.0496871 + 2.62068939)                      = 0.129833351
+  //         e1 g' = 0.1908522    mom = 0.5294322
+  //            w = 1.908522 - 0.1 (0.1908522 + 0.47648898)                      = 1.841787882
+  // (plain momentum SGD would give 0.791 -> 0.5 ... e.g. step 2 e0 = 0.791 - 0.1*2.0691 = 0.58409)
+  Fixture<float> f("nag(learning_rate=0.1,momentum=0.9,wd=0.1)", {1.0f, 2.0f});
+  const double want[3][2] = {{0.791, 1.962}, {0.496871, 1.908522}, {0.129833351, 1.841787882}};
+  for (int step = 0; step < 3; ++step) {
+    CHECK_OK(f.Push({1.0f, 0.0f}));
+    std::vector<float> w = f.Pull();
+    CHECK_NEAR(w[0], want[step][0], kF32);
+    CHECK_NEAR(w[1], want[step][1], kF32);
+  }
+}
+
+void TestNagWithoutMomentum() {
+  // nag with momentum 0 is plain SGD: w -= lr (g + wd w). float64.
+  // w = 3 - 0.5 (1 + 0.1 * 3) = 2.35
+  Fixture<double> f("nag(lr=0.5,wd=0.1)", {3.0});
+  CHECK_OK(f.Push({1.0}));
+  CHECK_NEAR(f.Pull()[0], 2.35, kF64);
+}
+
+// ---------------------------------------------------------------------------------------
+// adam
+
+void TestAdamBiasCorrection() {
+  // adam(lr=0.1) with beta1 0.9, beta2 0.999, epsilon 1e-8 (defaults), float64, w0 = 1,
+  // gradients 1, -1, 0.5. lr_t = 0.1 sqrt(1 - 0.999^t) / (1 - 0.9^t); w -= lr_t m / (sqrt v + eps)
+  // t=1: m = 0.1, v = 0.001. lr_t = 0.1 * 0.0316227766 / 0.1 = 0.0316227766,
+  //      m / sqrt v = 3.16227766 -> step 0.1 (less 3.2e-8 from eps)         w = 0.90000003162
+  //      (without bias correction the step would be 0.1 * 3.162 = 0.316)
+  // t=2: m = 0.09 - 0.1 = -0.01, v = 0.000999 + 0.001 = 0.001999,
+  //      lr_t m / sqrt v = 0.1 * (-0.01 / 0.19) = -0.00526315789            w = 0.90526318834
+  // t=3: m = -0.009 + 0.05 = 0.041, v = 0.001997001 + 0.00025 = 0.002247001,
+  //      step = 0.1 * (0.041 / 0.271) * sqrt(0.002997001 / 0.002247001)
+  //           = 0.0151291513 * 1.15489 = 0.0174725497                        w = 0.88779063861
+  Fixture<double> f("adam(lr=0.1)", {1.0});
+  const double grads[3] = {1.0, -1.0, 0.5};
+  const double want[3] = {0.9000000316227666, 0.9052631883403315, 0.8877906386071536};
+  for (int t = 0; t < 3; ++t) {
+    CHECK_OK(f.Push({grads[t]}));
+    CHECK_NEAR(f.Pull()[0], want[t], 1e-9);
+  }
+}
+
+void TestAdamClipAfterWeightDecay() {
+  // adam(lr=0.1, wd=0.1, clip_gradient=0.5), float32, w0 = -8, g = 1 twice.
+  // The reference clips rescale_grad * g + wd * w as a whole:
+  // t=1: g' = clip(1 - 0.8, 0.5) = 0.2 > 0, m = 0.02, v = 0.00004 -> step +0.1     w = -8.1
+  //      (clipping before weight decay: g' = 0.5 - 0.8 = -0.3 < 0 -> w = -7.9)
+  // t=2: g' = clip(1 - 0.81) = 0.19, m = 0.018 + 0.019 = 0.037,
+  //      v = 0.00003996 + 0.0000361 = 0.00007606,
+  //      step = 0.1 (0.037 / 0.19) / sqrt(0.00007606 / 0.001999) = 0.01947368 / 0.19506159
+  //           = 0.09983324                                                        w = -8.19983324
+  Fixture<float> f("adam(lr=0.1,wd=0.1,clip_gradient=0.5)", {-8.0f});
+  CHECK_OK(f.Push({1.0f}));
+  CHECK_NEAR(f.Pull()[0], -8.1, kF32);
+  CHECK_OK(f.Push({1.0f}));
+  CHECK_NEAR(f.Pull()[0], -8.19983324, kF32);
+}
+
+void TestAdamStepCountPerKey() {
+  // t counts the updates of each key separately. adam(lr=0.1), float64, both keys at 1.
+  // Key 0 takes gradients 1, -1 (t = 1, 2); key 1 then takes 1, -1 and must repeat key 0's
+  // values 0.90000003162 and 0.90526318834 (above). With one counter for all keys, key 1's
+  // first update would run at t = 3: lr_t = 0.1 sqrt(0.002997001) / 0.271 = 0.0202011,
+  // step = 0.0202011 * 0.1 / sqrt(0.001) = 0.0638814 -> w = 0.9361186.
+  Fixture<double> f("adam(lr=0.1)", {1.0}, 2);
+  CHECK_OK(f.Push({1.0}, 0));
+  CHECK_OK(f.Push({-1.0}, 0));
+  CHECK_OK(f.Push({1.0}, 1));
+  CHECK_NEAR(f.Pull(1)[0], 0.9000000316227666, 1e-9);
+  CHECK_OK(f.Push({-1.0}, 1));
+  CHECK_NEAR(f.Pull(1)[0], 0.9052631883403315, 1e-9);
+  CHECK_NEAR(f.Pull(0)[0], 0.9052631883403315, 1e-9);
+}
+
+// ---------------------------------------------------------------------------------------
+// adagrad
+
+void TestAdaGrad() {
+  // adagrad(lr=0.1, eps=0.21, wd=0.1, rescale_grad=0.5, clip_gradient=2), float64,
+  // w0 = (1, 0), g = (2, 8) twice. g' = clip(0.5 g, 2); h += g'^2; w -= 0.1 (g'/sqrt(h+eps) + 0.1 w)
+  // step 1: e0 g' = 1, h = 1, sqrt(1.21) = 1.1:  w = 1 - 0.1 (0.9090909091 + 0.1)  = 0.8990909091
+  //            (eps outside the root: 1/(1+0.21) = 0.826 -> 0.9073553719)
+  //         e1 g' = clip(4) = 2, h = 4, sqrt(4.21) = 2.0518284529:
+  //            w = 0 - 0.1 (0.9747403577 + 0)                                  = -0.0974740358
+  // step 2: e0 h = 2, sqrt(2.21) = 1.4866068747:
+  //            w = 0.8990909091 - 0.1 (0.6726727939 + 0.0899090909)           = 0.8228327206
+  //         e1 h = 8, sqrt(8.21) = 2.8653097563:
+  //            w = -0.0974740358 - 0.1 (0.6980049 - 0.0097474036)             = -0.1662997767
+  Fixture<double> f("adagrad(lr=0.1,eps=0.21,wd=0.1,rescale_grad=0.5,clip_gradient=2)",
+                    {1.0, 0.0});
+  CHECK_OK(f.Push({2.0, 8.0}));
+  std::vector<double> w = f.Pull();
+  CHECK_NEAR(w[0], 0.8990909091, 1e-9);
+  CHECK_NEAR(w[1], -0.0974740358, 1e-9);
+  CHECK_OK(f.Push({2.0, 8.0}));
+  w = f.Pull();
+  CHECK_NEAR(w[0], 0.8228327206, 1e-9);
+  CHECK_NEAR(w[1], -0.1662997767, 1e-9);
+}
+
+// ---------------------------------------------------------------------------------------
+// rmsprop
+
+void TestRmsProp() {
+  // rmsprop(lr=0.01, epsilon=0.15), gamma1 0.9 (default), float32, w0 = 1, g = 1 twice.
+  // n = 0.1 g'^2 + 0.9 n;  w -= 0.01 g' / sqrt(n + eps)
+  // step 1: n = 0.1,  sqrt(0.25) = 0.5           w = 1 - 0.01 / 0.5            = 0.98
+  //         (eps outside the root: 0.01 / (0.3162 + 0.15) = 0.02145 -> 0.97855)
+  // step 2: n = 0.19, sqrt(0.34) = 0.5830951895  w = 0.98 - 0.0171498585     = 0.9628501415
+  Fixture<float> f("rmsprop(lr=0.01,epsilon=0.15)", {1.0f});
+  CHECK_OK(f.Push({1.0f}));
+  CHECK_NEAR(f.Pull()[0], 0.98, kF32);
+  CHECK_OK(f.Push({1.0f}));
+  CHECK_NEAR(f.Pull()[0], 0.9628501415, kF32);
+}
+
+void TestRmsPropClipping() {
+  // rmsprop(lr=0.1, rho=0.5, epsilon=0.15, wd=0.2, clip_gradient=0.5, clip_weights=1.5),
+  // float64, w0 = (-1, 2), g = (0.6, 0). g' = clip(g + 0.2 w, 0.5)
+  // e0: g' = clip(0.6 - 0.2) = 0.4 (clip first: 0.5 - 0.2 = 0.3), n = 0.5 * 0.16 = 0.08,
+  //     sqrt(0.23) = 0.4795831523   w = -1 - 0.04 / 0.4795831523 = -1.0834057656
+  // e1: g' = clip(0 + 0.4) = 0.4, n = 0.08  w = 2 - 0.0834057656 = 1.9165942344 -> clip 1.5
+  Fixture<double> f(
+      "rmsprop(lr=0.1,rho=0.5,epsilon=0.15,wd=0.2,clip_gradient=0.5,clip_weights=1.5)",
+      {-1.0, 2.0});
+  CHECK_OK(f.Push({0.6, 0.0}));
+  std::vector<double> w = f.Pull();
+  CHECK_NEAR(w[0], -1.0834057656, 1e-9);
+  CHECK_NEAR(w[1], 1.5, kF64);
+}
+
+// ---------------------------------------------------------------------------------------
+// test optimizer, dtypes
+
+void TestTestOptimizer() {
+  // test(rescale_grad=0.25): w += 0.25 g, exact. float32: (1, 2) + 0.25 (0.5, -4) = (1.125, 1)
+  Fixture<float> f("test(rescale_grad=0.25)", {1.0f, 2.0f});
+  CHECK_OK(f.Push({0.5f, -4.0f}));
+  std::vector<float> w = f.Pull();
+  CHECK(w[0] == 1.125f && w[1] == 1.0f);
+  // int32 with the default rescale_grad 1: exact integer sums.
+  Fixture<int32_t> i("test", {2147483000, -5});
+  CHECK_OK(i.Push({600, 7}));
+  std::vector<int32_t> wi = i.Pull();
+  CHECK(wi[0] == 2147483600 && wi[1] == 2);
+  Fixture<int64_t> l("test", {int64_t{1} << 60, 3});
+  CHECK_OK(l.Push({5, -4}));
+  std::vector<int64_t> wl = l.Pull();
+  CHECK(wl[0] == (int64_t{1} << 60) + 5 && wl[1] == -1);
+}
+
+void TestIntegerRejected() {
+  // Integer weights: only test with rescale_grad=1; anything else fails and leaves w as it was.
+  Fixture<int32_t> sgd("sgd(lr=1)", {10, 20});
+  CHECK_ERR(sgd.Push({1, 2}), KV_ERR_NOT_SUPPORTED, "int32");
+  std::vector<int32_t> w = sgd.Pull();
+  CHECK(w[0] == 10 && w[1] == 20);
+  Fixture<uint8_t> half("test(rescale_grad=0.5)", {10, 20});
+  CHECK_ERR(half.Push({1, 2}), KV_ERR_NOT_SUPPORTED, "rescale_grad");
+  std::vector<uint8_t> u = half.Pull();
+  CHECK(u[0] == 10 && u[1] == 20);
+}
+
+void TestFloat16() {
+  // sgd(lr=0.5, momentum=0.5) on float16 weights (bit patterns), computed in float; every
+  // value below is exact in binary16.
+  // w0 = (1.0 = 0x3C00, -2.0 = 0xC000), g = (0.5 = 0x3800, 0.25 = 0x3400)
+  // step 1: mom = (-0.25, -0.125)        w = (0.75 = 0x3A00, -2.125 = 0xC040)
+  // step 2: mom = (-0.125 - 0.25, -0.0625 - 0.125) = (-0.375, -0.1875)
+  //                                      w = (0.375 = 0x3600, -2.3125 = 0xC0A0)
+  Fixture<uint16_t> f("sgd(lr=0.5,momentum=0.5)", {0x3C00, 0xC000});
+  CHECK_OK(f.Push({0x3800, 0x3400}));
+  std::vector<uint16_t> w = f.Pull();
+  CHECK(w[0] == 0x3A00 && w[1] == 0xC040);
+  CHECK_OK(f.Push({0x3800, 0x3400}));
+  w = f.Pull();
+  CHECK(w[0] == 0x3600 && w[1] == 0xC0A0);
+}
+
+void TestFloat16StateIsFloat() {
+  // The state of float16 weights is kept in float32: adagrad(lr=0.5) with w0 = 1 (0x3C00) and
+  // g = 256 (0x5C00) makes the history 256^2 = 65536, above binary16's largest finite value
+  // 65504, so a float16 state would overflow to inf and freeze the weight.
+  // step 1: h = 65536,  w = 1 - 0.5 * 256 / sqrt(65536 + 1e-7)   = 0.5           = 0x3800
+  //         (float16 state: h = inf -> 256 / inf = 0 -> w stays 1 = 0x3C00)
+  // step 2: h = 131072, w = 0.5 - 0.5 * 256 / 362.0386719 = 0.5 - 0.3535534 = 0.1464466,
+  //         nearest binary16 (spacing 2^-13 in [0.125, 0.25)): 1200 * 2^-13 = 0.146484375
+  //         = 0x30B0
+  Fixture<uint16_t> f("adagrad(lr=0.5)", {0x3C00});
+  CHECK_OK(f.Push({0x5C00}));
+  CHECK(f.Pull()[0] == 0x3800);
+  CHECK_OK(f.Push({0x5C00}));
+  CHECK(f.Pull()[0] == 0x30B0);
+}
+
+void TestConcurrentKeys() {
+  // Pushes of different keys from several threads give exactly the values of a serial run.
+  const int kKeys = 4, kSteps = 200;
+  const char* spec = "adam(lr=0.01,wd=0.001)";
+  std::vector<float> w0(64);
+  for (size_t i = 0; i < w0.size(); ++i) w0[i] = 0.01f * static_cast<float>(i);
+  Fixture<float> par(spec, w0, kKeys);
+  Fixture<float> ser(spec, w0, kKeys);
+  auto grad = [](int key, int step) {
+    std::vector<float> g(64);
+    for (size_t i = 0; i < g.size(); ++i) {
+      g[i] = std::sin(0.1f * static_cast<float>(i + 7 * key + 13 * step));
+    }
+    return g;
+  };
+  std::vector<std::thread> threads;
+  std::vector<int> failures(kKeys, 0);
+  for (int k = 0; k < kKeys; ++k) {
+    threads.emplace_back([&, k] {
+      for (int s = 0; s < kSteps; ++s) {
+        if (par.Push(grad(k, s), k) != 0) ++failures[k];
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int s = 0; s < kSteps; ++s) {
+    for (int k = 0; k < kKeys; ++k) CHECK_OK(ser.Push(grad(k, s), k));
+  }
+  for (int k = 0; k < kKeys; ++k) {
+    CHECK(failures[k] == 0);
+    std::vector<float> a = par.Pull(k), b = ser.Pull(k);
+    CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+    CHECK(a != w0);  // the updates did happen
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// spec parsing
+
+void TestSpecAccepted() {
+  Store s;
+  CHECK_OK(KVStoreSetOptimizer(s.h, "sgd"));
+  CHECK_OK(KVStoreSetOptimizer(s.h, "  SGD ( lr = 0.5 , momentum=0.9 )  "));
+  CHECK_OK(KVStoreSetOptimizer(s.h, "adam()"));
+  CHECK_OK(KVStoreSetOptimizer(s.h, "Adam(beta1=0,beta2=0.5,epsilon=1E-3)"));
+  CHECK_OK(KVStoreSetOptimizer(s.h, "rmsprop(gamma1=0.95,clip_weights=2)"));
+  CHECK_OK(KVStoreSetOptimizer(s.h, "adagrad(epsilon=1e-6)"));
+  CHECK_OK(KVStoreSetOptimizer(s.h, "nag(lr=+.5,momentum=1,clip_gradient=-1)"));
+  CHECK_OK(KVStoreSetOptimizer(s.h, "test(rescale_grad=-2)"));
+  // The spec is what the updater does: "sgd( lr = 0.5 )" with spaces updates as lr 0.5.
+  Fixture<double> f(" sgd ( lr = 0.5 ) ", {1.0});
+  CHECK_OK(f.Push({1.0}));
+  CHECK_NEAR(f.Pull()[0], 0.5, kF64);
+}
+
+void TestSpecErrors() {
+  Store s;
+  CHECK_ERR(KVStoreSetOptimizer(s.h, "foo(lr=1)"), KV_ERR_INVALID_ARGUMENT,
+            "unknown optimizer \"foo\"");
+  CHECK_ERR(KVStoreSetOptimizer(s.h, "foo"), KV_ERR_INVALID_ARGUMENT,
+            "sgd, nag, adam, adagrad, rmsprop, test");
+  CHECK_ERR(KVStoreSetOptimizer(s.h, "sgd(beta1=0.9)"), KV_ERR_INVALID_ARGUMENT,
+            "optimizer sgd has no parameter \"beta1\"");
+  CHECK_ERR(KVStoreSetOptimizer(s.h, "sgd(beta1=0.9)"), KV_ERR_INVALID_ARGUMENT,
+            "learning_rate (alias lr), momentum, wd, rescale_grad, clip_gradient");
+  CHECK_ERR(KVStoreSetOptimizer(s.h, "test(lr=1)"), KV_ERR_INVALID_ARGUMENT,
+            "valid parameters: rescale_grad");
+  CHECK_ERR(KVStoreSetOptimizer(s.h, "sgd(lr=abc)"), KV_ERR_INVALID_ARGUMENT,
+            "\"abc\" of 'lr' is not a finite number");
+  CHECK_ERR(KVStoreSetOptimizer(s.h, "sgd(lr=0.1x)"), KV_ERR_INVALID_ARGUMENT, "0.1x");
+  CHECK_ERR(KVStoreSetOptimizer(s.h, "sgd(lr=nan)"), KV_ERR_INVALID_ARGUMENT, "nan");
+  CHECK_ERR(KVStoreSetOptimizer(s.h, "sgd(lr=inf)"), KV_ERR_INVALID_ARGUMENT, "inf");
+  CHECK_ERR(KVStoreSetOptimizer(s.h, "sgd(lr=1e999)"), KV_ERR_INVALID_ARGUMENT, "1e999");
+  CHECK_ERR(KVStoreSetOptimizer(s.h, "sgd(lr=)"), KV_ERR_INVALID_ARGUMENT, "of 'lr'");
+  CHECK_ERR(KVStoreSetOptimizer(s.h, "sgd(lr=0,5)"), KV_ERR_INVALID_ARGUMENT,
+            "expected a parameter name at offset 9");
+  CHECK_ERR(KVStoreSetOptimizer(s.h, "sgd(lr=0.1"), KV_ERR_INVALID_ARGUMENT,
+            "expected ',' or ')'");
+  CHECK_ERR(KVStoreSetOptimizer(s.h, "sgd(lr 0.1)"), KV_ERR_INVALID_ARGUMENT,
+            "expected '=' after 'lr'");
+  CHECK_ERR(KVStoreSetOptimizer(s.h, "sgd lr=1"), KV_ERR_INVALID_ARGUMENT,
+            "unexpected text after the spec");
+  CHECK_ERR(KVStoreSetOptimizer(s.h, "sgd(lr=1))"), KV_ERR_INVALID_ARGUMENT,
+            "unexpected text after the spec");
+  CHECK_ERR(KVStoreSetOptimizer(s.h, ""), KV_ERR_INVALID_ARGUMENT, "expected an optimizer name");
+  CHECK_ERR(KVStoreSetOptimizer(s.h, "(lr=1)"), KV_ERR_INVALID_ARGUMENT,
+            "expected an optimizer name");
+  CHECK_ERR(KVStoreSetOptimizer(s.h, "sgd(lr=0.1,learning_rate=0.2)"), KV_ERR_INVALID_ARGUMENT,
+            "given twice (as \"lr\" and \"learning_rate\")");
+  CHECK_ERR(KVStoreSetOptimizer(s.h, "adam(beta1=1)"), KV_ERR_INVALID_ARGUMENT,
+            "\"beta1\" of optimizer adam must be in [0, 1), got 1");
+  CHECK_ERR(KVStoreSetOptimizer(s.h, "adam(epsilon=0)"), KV_ERR_INVALID_ARGUMENT,
+            "must be > 0");
+  CHECK_ERR(KVStoreSetOptimizer(s.h, "sgd(lr=-0.1)"), KV_ERR_INVALID_ARGUMENT, "must be >= 0");
+  CHECK_ERR(KVStoreSetOptimizer(s.h, "sgd(momentum=1.5)"), KV_ERR_INVALID_ARGUMENT,
+            "must be in [0, 1]");
+  CHECK_ERR(KVStoreSetOptimizer(s.h, nullptr), KV_ERR_NULL_POINTER, nullptr);
+}
+
+void TestSpecLocale() {
+  // Numbers are read in the C locale whatever LC_NUMERIC says. The C.utf8 locale is the only
+  // other one guaranteed on Debian; try a comma-decimal locale when installed.
+  const char* comma_locales[] = {"de_DE.UTF-8", "de_DE.utf8", "fr_FR.UTF-8", "fr_FR.utf8"};
+  const char* set = nullptr;
+  for (const char* name : comma_locales) {
+    if (std::setlocale(LC_NUMERIC, name) != nullptr) {
+      set = name;
+      break;
+    }
+  }
+  if (set == nullptr) std::setlocale(LC_NUMERIC, "C.UTF-8");
+  Fixture<double> f("sgd(lr=0.25)", {1.0});
+  CHECK_OK(f.Push({1.0}));
+  CHECK_NEAR(f.Pull()[0], 0.75, kF64);
+  Store s;
+  CHECK_ERR(KVStoreSetOptimizer(s.h, "sgd(lr=0,25)"), KV_ERR_INVALID_ARGUMENT, nullptr);
+  std::setlocale(LC_NUMERIC, "C");
+}
+
+struct Case {
+  const char* name;
+  void (*fn)();
+};
+
+const Case kCases[] = {
+    {"sgd_plain", TestSgdPlain},
+    {"sgd_momentum", TestSgdMomentum},
+    {"sgd_state_per_key", TestSgdStatePerKey},
+    {"sgd_string_keys", TestSgdStringKeys},
+    {"clip_zero_and_negative", TestClipZeroAndNegative},
+    {"nag", TestNag},
+    {"nag_without_momentum", TestNagWithoutMomentum},
+    {"adam_bias_correction", TestAdamBiasCorrection},
+    {"adam_clip_after_wd", TestAdamClipAfterWeightDecay},
+    {"adam_step_count_per_key", TestAdamStepCountPerKey},
+    {"adagrad", TestAdaGrad},
+    {"rmsprop", TestRmsProp},
+    {"rmsprop_clipping", TestRmsPropClipping},
+    {"test_optimizer", TestTestOptimizer},
+    {"integer_rejected", TestIntegerRejected},
+    {"float16", TestFloat16},
+    {"float16_state_is_float", TestFloat16StateIsFloat},
+    {"concurrent_keys", TestConcurrentKeys},
+    {"spec_accepted", TestSpecAccepted},
+    {"spec_errors", TestSpecErrors},
+    {"spec_locale", TestSpecLocale},
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool found = argc < 2;
+  for (const Case& c : kCases) {
+    if (argc >= 2 && std::strcmp(argv[1], c.name) != 0) continue;
+    found = true;
+    c.fn();
+  }
+  if (!found) {
+    std::fprintf(stderr, "unknown case %s\n", argv[1]);
+    return 2;
+  }
+  std::printf("%d passed, %d failed\n", g_passed, g_failed);
+  return g_failed == 0 ? 0 : 1;
+}
