@@ -1,0 +1,124 @@
+// device_comm.cc - the comm of the `device` store in CUDA builds: sums on the GPU that holds
+// the merge buffer, broadcasts to outputs on any device.
+//
+// Reduce: with a GPU destination, one fused kernel on the destination's stream reads every
+// source. Sources on that GPU, and on GPUs it has peer access to, are read in place; sources
+// on the CPU or on GPUs without peer access are first staged into scratch memory of the
+// destination GPU. With a CPU destination the CPU kernel (CpuReduceSum) does the sum, after
+// staging GPU sources into host memory, so an all-CPU key never touches CUDA.
+//
+// MergeContext spreads the merge buffers of keys over the GPUs that hold their values: each
+// new key goes to the least-loaded of those GPUs, counted in merge buffers.
+#include <cuda_runtime_api.h>
+
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "comm/comm.h"
+#include "core/array.h"
+#include "core/cuda/cuda_kernels.h"
+#include "core/cuda/cuda_util.h"
+#include "core/error.h"
+
+namespace kvstore {
+namespace {
+
+class CudaDeviceComm final : public Comm {
+ public:
+  void Reduce(const std::vector<const Array*>& srcs, Array* dst) override {
+    KV_CHECK(!srcs.empty(), KV_ERR_INTERNAL, "reduce into %s without sources",
+             dst->Describe().c_str());
+    if (srcs.size() == 1) {
+      if (srcs[0] != dst) CopyArray(dst, *srcs[0]);
+      return;
+    }
+    if (dst->ctx().is_gpu()) {
+      ReduceOnGpu(srcs, dst);
+    } else {
+      ReduceOnCpu(srcs, dst);
+    }
+  }
+
+  void Broadcast(const Array& src, const std::vector<Array*>& dsts) override {
+    for (Array* dst : dsts) {
+      if (dst == &src || dst->data() == src.data()) continue;
+      CopyArray(dst, src);
+    }
+  }
+
+  Context MergeContext(const std::vector<Context>& ctxs) override {
+    const int n = cuda::DeviceCount();
+    std::vector<int> candidates;
+    for (const Context& c : ctxs) {
+      if (c.is_gpu() && c.dev_id >= 0 && c.dev_id < n) candidates.push_back(c.dev_id);
+    }
+    if (candidates.empty()) return Context{KV_CPU, 0};
+    std::lock_guard<std::mutex> lock(mu_);
+    if (load_.size() < static_cast<size_t>(n)) load_.resize(static_cast<size_t>(n), 0);
+    int best = candidates[0];
+    for (int g : candidates) {
+      if (load_[static_cast<size_t>(g)] < load_[static_cast<size_t>(best)]) best = g;
+    }
+    ++load_[static_cast<size_t>(best)];
+    return Context{KV_GPU, best};
+  }
+
+ private:
+  static void ReduceOnGpu(const std::vector<const Array*>& srcs, Array* dst) {
+    const int dev = dst->ctx().dev_id;
+    const size_t nbytes = dst->nbytes();
+    cuda::DeviceGuard guard(dev);
+    cudaStream_t stream = cuda::Stream(dev);
+    std::vector<cuda::DeviceBuffer> staged;
+    staged.reserve(srcs.size());
+    std::vector<const void*> ptrs;
+    ptrs.reserve(srcs.size());
+    for (const Array* src : srcs) {
+      const Context c = src->ctx();
+      if (c.is_gpu() && cuda::CanAccess(dev, c.dev_id)) {
+        ptrs.push_back(src->data());
+        continue;
+      }
+      staged.emplace_back(dev, nbytes);
+      void* tmp = staged.back().get();
+      if (c.is_cpu()) {
+        KV_CUDA_CALL(cudaMemcpyAsync(tmp, src->data(), nbytes, cudaMemcpyHostToDevice, stream));
+      } else {
+        KV_CUDA_CALL(cudaMemcpyPeerAsync(tmp, dev, src->data(), c.dev_id, nbytes, stream));
+      }
+      ptrs.push_back(tmp);
+    }
+    cuda::LaunchReduceSum(stream, dst->dtype(), ptrs.data(), static_cast<int>(ptrs.size()),
+                          dst->data(), dst->size());
+    // The scratch buffers are freed when `staged` goes out of scope: cudaFree waits for the
+    // device, but wait explicitly so that errors of the kernel surface here.
+    KV_CUDA_CALL(cudaStreamSynchronize(stream));
+  }
+
+  static void ReduceOnCpu(const std::vector<const Array*>& srcs, Array* dst) {
+    std::vector<std::unique_ptr<Array>> staged;
+    std::vector<const void*> ptrs;
+    ptrs.reserve(srcs.size());
+    for (const Array* src : srcs) {
+      if (src->ctx().is_cpu()) {
+        ptrs.push_back(src->data());
+        continue;
+      }
+      staged.push_back(Array::Create(src->shape(), src->dtype(), Context{KV_CPU, 0}));
+      CopyArray(staged.back().get(), *src);
+      ptrs.push_back(staged.back()->data());
+    }
+    CpuReduceSum(ptrs.data(), static_cast<int>(ptrs.size()), dst->data(), dst->size(),
+                 dst->dtype());
+  }
+
+  std::mutex mu_;
+  std::vector<long long> load_;  // merge buffers placed on each GPU
+};
+
+}  // namespace
+
+std::unique_ptr<Comm> CreateDeviceComm() { return std::make_unique<CudaDeviceComm>(); }
+
+}  // namespace kvstore

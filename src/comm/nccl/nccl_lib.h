@@ -1,0 +1,56 @@
+// nccl_lib.h - NCCL opened at run time. libkvstore never links libnccl: the first user calls
+// nccl::Lib(), which dlopen()s libnccl.so.2 (or $KVSTORE_NCCL_LIBRARY) and resolves the
+// functions below, so the library loads and its CPU paths run where NCCL is absent.
+#pragma once
+
+#include <nccl.h>
+
+#include <mutex>
+#include <vector>
+
+namespace kvstore {
+namespace nccl {
+
+struct Api {
+  int version = 0;  // NCCL_VERSION_CODE of the loaded library
+  ncclResult_t (*GetVersion)(int*) = nullptr;
+  const char* (*GetErrorString)(ncclResult_t) = nullptr;
+  const char* (*GetLastError)(ncclComm_t) = nullptr;  // optional (NCCL >= 2.13)
+  ncclResult_t (*CommInitAll)(ncclComm_t*, int, const int*) = nullptr;
+  ncclResult_t (*CommDestroy)(ncclComm_t) = nullptr;
+  ncclResult_t (*Reduce)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, int,
+                         ncclComm_t, cudaStream_t) = nullptr;
+  ncclResult_t (*Broadcast)(const void*, void*, size_t, ncclDataType_t, int, ncclComm_t,
+                            cudaStream_t) = nullptr;
+  ncclResult_t (*AllReduce)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t,
+                            ncclComm_t, cudaStream_t) = nullptr;
+  ncclResult_t (*GroupStart)() = nullptr;
+  ncclResult_t (*GroupEnd)() = nullptr;
+};
+
+// The loaded library; throws kvstore::Error (NCCL) naming the library and dlerror() when it
+// cannot be opened or lacks a function. Thread-safe; the result (or failure) is cached.
+const Api& Lib();
+
+// Throws kvstore::Error (NCCL) for a failed call: NCCL's message, plus the communicator's
+// last error when there is one.
+void Check(ncclResult_t result, const char* what, ncclComm_t comm = nullptr);
+
+// Maps a kvstore dtype to NCCL's; throws INVALID_ARGUMENT for an unsupported one.
+ncclDataType_t DataType(int dtype);
+
+// One communicator per GPU of a sorted, duplicate-free device list (ncclCommInitAll),
+// created on first use and kept for the life of the process. comms[i] belongs to devs[i].
+struct Clique {
+  std::vector<int> devs;
+  std::vector<ncclComm_t> comms;
+  int RankOf(int dev) const;  // -1 when dev is not in the clique
+};
+const Clique& GetClique(const std::vector<int>& devs);
+
+// Serialises every NCCL launch of the process: interleaving the group launches of two
+// threads on the same devices can deadlock the GPUs.
+std::mutex& LaunchMutex();
+
+}  // namespace nccl
+}  // namespace kvstore
