@@ -6,6 +6,7 @@
 // missing bias correction, momentum in weight or gradient units) give different numbers.
 //
 // Usage: test_optimizer [case]   (no argument runs every case)
+#include <atomic>
 #include <clocale>
 #include <cmath>
 #include <cstdint>
@@ -22,8 +23,8 @@ namespace {
 // ---------------------------------------------------------------------------------------
 // Checks: record a failure and go on; main() reports the totals.
 
-int g_passed = 0;
-int g_failed = 0;
+std::atomic<int> g_passed{0};  // checks also run on the threads of concurrent_keys
+std::atomic<int> g_failed{0};
 
 void Record(bool ok, const char* file, int line, const std::string& what) {
   if (ok) {
@@ -592,6 +593,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "unknown case %s\n", argv[1]);
     return 2;
   }
-  std::printf("%d passed, %d failed\n", g_passed, g_failed);
+  std::printf("%d passed, %d failed\n", g_passed.load(), g_failed.load());
   return g_failed == 0 ? 0 : 1;
 }
