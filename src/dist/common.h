@@ -1,0 +1,232 @@
+// common.h - configuration, wire format and transport helpers shared by the scheduler,
+// server and worker of the distributed stores.
+//
+// Topology. One scheduler, S servers, W workers. Every node keeps one DEALER socket to the
+// scheduler's ROUTER (rendezvous, barriers, heartbeats, shutdown). Each server binds a
+// ROUTER of its own; each worker keeps one DEALER per server. Workers never talk to workers
+// and servers never talk to servers.
+//
+// Message. A message is a multipart ZeroMQ message:
+//     [routing id]   added/consumed by ROUTER sockets only
+//     [header]       exactly sizeof(WireHeader) bytes, see below
+//     [string]       present iff header.str_len > 0: key name, command body, node table,
+//                    or the error message of a failed reply
+//     [payload]      present iff header.payload_len > 0: raw array bytes (zero-copy)
+// The receiver validates the header (magic, version, type, frame count, every length and
+// the element arithmetic) before it reads any other frame; a message that fails is dropped
+// with one log line. Nothing a peer sends can make a node abort.
+#pragma once
+
+#include <zmq.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/array.h"
+#include "core/error.h"
+
+namespace kvstore {
+namespace dist {
+
+// ---------------------------------------------------------------------------------------
+// Roles and configuration
+// ---------------------------------------------------------------------------------------
+
+enum class Role : int32_t { kScheduler = 0, kServer = 1, kWorker = 2 };
+const char* RoleName(Role r);
+
+// Role of this process from DMLC_ROLE (worker when unset). Throws INVALID_ARGUMENT for an
+// unknown value.
+Role RoleFromEnv();
+
+// Everything a node reads from the environment. Load() validates; missing required
+// variables are an INVALID_ARGUMENT error naming the variable.
+struct Config {
+  Role role = Role::kWorker;
+  std::string root_uri;       // DMLC_PS_ROOT_URI
+  int root_port = 0;          // DMLC_PS_ROOT_PORT
+  int num_workers = 0;        // DMLC_NUM_WORKER
+  int num_servers = 0;        // DMLC_NUM_SERVER
+  std::string host;           // address this node advertises (DMLC_NODE_HOST/DMLC_INTERFACE)
+  int port = 0;               // PORT: the server's listening port, 0 = any free port
+  int requested_rank = -1;    // DMLC_WORKER_ID / DMLC_SERVER_ID, -1 = let the scheduler pick
+  int verbose = 0;            // PS_VERBOSE: 1 connections, 2 every message
+  int64_t bigarray_bound = 1000000;  // MXNET_KVSTORE_BIGARRAY_BOUND / KVSTORE_BIGARRAY_BOUND
+  double timeout_sec = 60;           // KVSTORE_TIMEOUT_SEC; 0 = wait forever
+  double heartbeat_interval_sec = 1; // KVSTORE_HEARTBEAT_INTERVAL_SEC / PS_HEARTBEAT_INTERVAL
+  double heartbeat_timeout_sec = 10; // KVSTORE_HEARTBEAT_TIMEOUT_SEC / PS_HEARTBEAT_TIMEOUT
+
+  static Config Load();
+  std::string SchedulerEndpoint() const;
+};
+
+// ---------------------------------------------------------------------------------------
+// Logging (stderr, one line per call, prefixed with the node name)
+// ---------------------------------------------------------------------------------------
+
+void SetLogPrefix(const std::string& prefix);
+void Log(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+
+// ---------------------------------------------------------------------------------------
+// Time
+// ---------------------------------------------------------------------------------------
+
+using Clock = std::chrono::steady_clock;
+inline double NowSec() {
+  return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
+}
+// A deadline `sec` from now; +inf when sec <= 0 (wait forever).
+double DeadlineAfter(double sec);
+
+// ---------------------------------------------------------------------------------------
+// Wire format
+// ---------------------------------------------------------------------------------------
+
+constexpr uint32_t kWireMagic = 0x3153564Bu;  // bytes "KVS1" on a little-endian host
+constexpr uint16_t kWireVersion = 1;
+constexpr uint32_t kMaxStringFrame = 1u << 20;  // names, bodies, tables, messages
+
+enum class MsgType : uint16_t {
+  // node <-> scheduler
+  kRegister = 1,     // node -> sched; arg = requested rank; str = "host:port"
+  kNodeTable = 2,    // sched -> node; arg = assigned rank; str = table (see FormatTable)
+  kBarrier = 3,      // node -> sched; arg = group mask (KV_NODE_*)
+  kBarrierDone = 4,  // sched -> node; status
+  kHeartbeat = 5,    // node -> sched
+  kHeartbeatAck = 6, // sched -> node
+  kNodeDead = 7,     // sched -> node; arg = role, key = rank; str = reason
+  kFinish = 8,       // worker -> sched: this worker is done
+  kFinishAck = 9,    // sched -> worker
+  kShutdown = 10,    // sched -> server: every worker is done; exit
+  kShutdownAck = 11, // server -> sched
+  kQueryDead = 12,   // worker -> sched; arg = group mask, key = timeout in ms
+  kQueryDeadReply = 13,  // sched -> worker; key = count
+  kAbort = 14,       // sched -> node: the job failed before it started; str = reason
+  // worker <-> server
+  kInit = 20,        // str = key name (string keys); payload = this part's values
+  kPush = 21,
+  kPull = 22,
+  kPushPull = 23,
+  kCommand = 24,     // arg = head; str = body
+  kSetOptimizer = 25,  // str = spec
+  kReply = 26,       // status; payload = values for pull/pushpull; str = error message
+  kMaxType = 27
+};
+const char* MsgTypeName(uint16_t t);
+
+// Flags of data messages.
+constexpr uint32_t kFlagStrKey = 1u << 0;  // the key is the string frame, not header.key
+constexpr uint32_t kFlagSync = 1u << 1;    // the sending store is a sync store
+constexpr uint32_t kFlagKnownFlags = kFlagStrKey | kFlagSync;
+
+// Fixed-size header; all integers in host byte order (the magic rejects a peer of the
+// other endianness). Data messages carry one part of one key: elements
+// [offset, offset + count) of a value of `total` elements of `dtype`.
+struct WireHeader {
+  uint32_t magic;
+  uint16_t version;
+  uint16_t type;
+  int32_t sender_role;
+  int32_t sender_rank;
+  uint64_t req_id;   // chosen by the requester, echoed in the reply
+  int32_t status;    // 0 or a KV_ERR_* code (replies)
+  uint32_t flags;
+  int64_t key;
+  int64_t offset;
+  int64_t total;
+  int64_t count;
+  int32_t dtype;
+  int32_t arg;
+  uint32_t str_len;
+  uint32_t num_frames;  // header + string + payload frames (routing id not counted)
+  uint64_t payload_len;
+};
+static_assert(sizeof(WireHeader) == 88, "the wire header is 88 bytes");
+
+WireHeader MakeHeader(MsgType type, Role role, int rank);
+
+// A received message after validation: the header copy plus the frames it names.
+struct Message {
+  WireHeader h{};
+  std::string routing_id;  // ROUTER sockets only
+  std::string str;
+  zmq::message_t payload;  // empty when payload_len == 0
+};
+
+// Receives one multipart message from `sock` (non-blocking; the caller polled). Returns
+// false when nothing was pending. Returns true with *ok false when a message arrived but
+// failed validation (it has been consumed and logged as `*why`).
+bool RecvMessage(zmq::socket_t& sock, bool router, Message* out, bool* ok, std::string* why);
+
+// Checks the header's own consistency (also run by RecvMessage against the actual frames).
+// Returns "" when valid, or the reason.
+std::string ValidateHeader(const WireHeader& h, size_t frames_after_header,
+                           size_t str_frame_size, size_t payload_frame_size);
+
+// Payload of an outgoing message: either a copy or a zero-copy reference to a buffer that
+// stays alive (and unwritten) until ZeroMQ calls the release hook.
+struct SharedBuf {
+  std::unique_ptr<Array> array;
+  std::atomic<int> in_flight{0};  // messages that still reference `array`'s memory
+  bool Idle() const { return in_flight.load(std::memory_order_acquire) == 0; }
+};
+
+struct OutPayload {
+  std::shared_ptr<SharedBuf> buf;  // zero-copy source (may be null)
+  size_t offset_bytes = 0;
+  size_t nbytes = 0;
+};
+
+// Sends [routing id][header][str][payload]; sets str_len, payload_len and num_frames in
+// the header. Never blocks (sockets are created with unlimited HWM). Returns false on a
+// transport error (logged), e.g. an unroutable peer.
+bool SendMessage(zmq::socket_t& sock, const std::string* routing_id, WireHeader h,
+                 const std::string& str, const OutPayload& payload);
+
+// Socket setup shared by every node: unlimited HWM, bounded linger.
+void ConfigureSocket(zmq::socket_t& sock);
+
+// ---------------------------------------------------------------------------------------
+// Node table and key placement
+// ---------------------------------------------------------------------------------------
+
+struct NodeInfo {
+  Role role = Role::kWorker;
+  int rank = -1;
+  std::string host;
+  int port = 0;
+};
+
+// "W S\nserver RANK HOST PORT\n..." - what workers need to reach the servers.
+std::string FormatTable(int num_workers, int num_servers, const std::vector<NodeInfo>& servers);
+// Throws PROTOCOL on a malformed table.
+void ParseTable(const std::string& text, int* num_workers, int* num_servers,
+                std::vector<NodeInfo>* servers);
+
+// Stable 64-bit FNV-1a of a string key: the same on every host and every run.
+uint64_t StableHash(const std::string& s);
+
+// Where the parts of a key live. Keys with fewer than `bound` elements go whole to one
+// server (int keys: key mod S; string keys: StableHash mod S); larger keys are cut into S
+// parts, part i = [floor(n*i/S), floor(n*(i+1)/S)) on server i.
+struct PartPlan {
+  int server;
+  int64_t offset;
+  int64_t count;
+};
+std::vector<PartPlan> PlanParts(bool str_key, int64_t int_key, const std::string& str_key_name,
+                                int64_t total, int num_servers, int64_t bound);
+
+// Node names for messages: "worker 2", "server 0", "scheduler".
+std::string NodeName(Role role, int rank);
+
+// The advertised host of this node (DMLC_NODE_HOST, then the address of DMLC_INTERFACE,
+// then 127.0.0.1 for a loopback root URI, then the first non-loopback IPv4 address).
+std::string DetectHost(const std::string& root_uri);
+
+}  // namespace dist
+}  // namespace kvstore

@@ -1,0 +1,137 @@
+// dist_store.cc - CreateDistStore: a worker store that joins the job, or, in a server or
+// scheduler process, a handle whose RunServer turns the process into that node.
+#include <unistd.h>
+
+#include <random>
+
+#include "dist/dist.h"
+#include "optimizer/optimizer.h"
+
+namespace kvstore {
+namespace dist {
+
+JoinResult JoinJob(zmq::socket_t& sched, const Config& cfg, int listen_port) {
+  // A routing id unique to this process and this store, so the scheduler can tell
+  // registrations apart even when several nodes share a host.
+  std::random_device rd;
+  const std::string rid = StrFormat("%c:%s:%d:%08x", RoleName(cfg.role)[0], cfg.host.c_str(),
+                                    static_cast<int>(getpid()), rd());
+  sched.set(zmq::sockopt::routing_id, rid);
+  const std::string ep = cfg.SchedulerEndpoint();
+  try {
+    sched.connect(ep);
+  } catch (const zmq::error_t& e) {
+    KV_FAIL(KV_ERR_NETWORK, "cannot connect to the scheduler at %s: %s", ep.c_str(), e.what());
+  }
+  WireHeader h = MakeHeader(MsgType::kRegister, cfg.role, -1);
+  h.arg = cfg.requested_rank;
+  SendMessage(sched, nullptr, h, cfg.host + ":" + std::to_string(listen_port), OutPayload{});
+  if (cfg.verbose >= 1) Log("registering with the scheduler at %s", ep.c_str());
+  const double deadline = DeadlineAfter(cfg.timeout_sec);
+  for (;;) {
+    const double left = deadline - NowSec();
+    if (left <= 0) {
+      KV_FAIL(KV_ERR_TIMEOUT,
+              "%s: no node table from the scheduler at %s within %.0f s (is the scheduler "
+              "running, and are DMLC_PS_ROOT_URI/DMLC_PS_ROOT_PORT right? the job needs %d "
+              "workers and %d servers)",
+              RoleName(cfg.role), ep.c_str(), cfg.timeout_sec, cfg.num_workers, cfg.num_servers);
+    }
+    zmq::pollitem_t item{static_cast<void*>(sched), 0, ZMQ_POLLIN, 0};
+    zmq::poll(&item, 1, std::chrono::milliseconds(static_cast<long>(std::min(left, 0.5) * 1000) + 1));
+    Message m;
+    bool ok = false;
+    std::string why;
+    while (RecvMessage(sched, false, &m, &ok, &why)) {
+      if (!ok) {
+        Log("dropped a malformed message from the scheduler: %s", why.c_str());
+        continue;
+      }
+      if (m.h.type == static_cast<uint16_t>(MsgType::kAbort)) {
+        KV_FAIL(m.h.status != 0 ? m.h.status : KV_ERR_NETWORK, "the scheduler refused this %s: %s",
+                RoleName(cfg.role), m.str.c_str());
+      }
+      if (m.h.type != static_cast<uint16_t>(MsgType::kNodeTable)) continue;
+      JoinResult j;
+      ParseTable(m.str, &j.num_workers, &j.num_servers, &j.servers);
+      j.rank = m.h.arg;
+      const int group = cfg.role == Role::kWorker ? j.num_workers : j.num_servers;
+      KV_CHECK(j.rank >= 0 && j.rank < group && j.num_workers == cfg.num_workers &&
+                   j.num_servers == cfg.num_servers,
+               KV_ERR_PROTOCOL,
+               "the scheduler's node table (%d workers, %d servers, rank %d) does not match "
+               "DMLC_NUM_WORKER=%d DMLC_NUM_SERVER=%d",
+               j.num_workers, j.num_servers, j.rank, cfg.num_workers, cfg.num_servers);
+      return j;
+    }
+  }
+}
+
+namespace {
+
+// The store of a server or scheduler process: it collects the updater, optimizer and
+// controller, and RunServer runs the node on the calling thread.
+class RoleStore : public Store {
+ public:
+  RoleStore(const std::string& type, Config cfg) : Store(type), cfg_(std::move(cfg)) {}
+
+  void Init(const KeyList&, const Array* const*) override { NotWorker("init"); }
+  void Push(const KeyList&, const Array* const*, int) override { NotWorker("push"); }
+  void Pull(const KeyList&, Array* const*, int) override { NotWorker("pull"); }
+  void PushPull(const KeyList&, const Array* const*, const KeyList&, Array* const*, int) override {
+    NotWorker("pushpull");
+  }
+  void Broadcast(const KeyList&, const Array* const*, const KeyList&, Array* const*, int) override {
+    NotWorker("broadcast");
+  }
+  void SetUpdater(std::shared_ptr<Updater> u) override {
+    hooks_.updater = std::move(u);
+    hooks_.optimizer_spec.clear();
+  }
+  void SetStrUpdater(std::shared_ptr<Updater> u) override { hooks_.str_updater = std::move(u); }
+  void SetOptimizer(const std::string& spec) override {
+    hooks_.updater = CreateOptimizer(spec);
+    hooks_.optimizer_spec = spec;
+  }
+  int GroupSize() const override { return cfg_.num_workers; }
+  void Barrier() override { NotWorker("barrier"); }
+  void SendCommandToServers(int, const std::string&) override { NotWorker("send_command_to_servers"); }
+  void RunServer(KVController controller, void* user_data) override {
+    KV_CHECK(!running_, KV_ERR_INVALID_ARGUMENT, "RunServer is already running on this store");
+    running_ = true;
+    hooks_.controller = controller;
+    hooks_.controller_data = user_data;
+    struct Reset {
+      bool* r;
+      ~Reset() { *r = false; }
+    } reset{&running_};
+    if (cfg_.role == Role::kScheduler) {
+      RunScheduler(cfg_);
+    } else {
+      dist::RunServer(cfg_, &hooks_);
+    }
+  }
+
+ private:
+  [[noreturn]] void NotWorker(const char* what) {
+    KV_FAIL(KV_ERR_NOT_SUPPORTED,
+            "%s: this process is a %s (DMLC_ROLE=%s); only workers use the store's data "
+            "functions, a %s calls KVStoreRunServer",
+            what, RoleName(cfg_.role), RoleName(cfg_.role), RoleName(cfg_.role));
+  }
+
+  Config cfg_;
+  ServerHooks hooks_;
+  bool running_ = false;
+};
+
+}  // namespace
+}  // namespace dist
+
+std::unique_ptr<Store> CreateDistStore(const std::string& type) {
+  dist::Config cfg = dist::Config::Load();
+  if (cfg.role == dist::Role::kWorker) return dist::CreateWorkerStore(type, cfg);
+  return std::make_unique<dist::RoleStore>(type, std::move(cfg));
+}
+
+}  // namespace kvstore

@@ -1,0 +1,390 @@
+// scheduler.cc - rendezvous, barriers, failure detection and shutdown of a job.
+//
+// Protocol, in order:
+//   1. Every server and worker sends REGISTER (its host:port and an optional requested
+//      rank). When W workers and S servers have registered, ranks are assigned and every
+//      node receives NODE_TABLE (its rank and the servers' addresses). Registration has a
+//      deadline; on expiry the registered nodes get ABORT naming what is missing.
+//   2. While the job runs, every node sends HEARTBEAT; any message counts as a sign of
+//      life. A node silent for longer than the heartbeat timeout is dead: every live node
+//      receives NODE_DEAD and barriers that include it fail with PEER_DEAD naming it.
+//   3. BARRIER(group mask) completes when every live member of the groups has arrived; it
+//      fails on a dead or departed member, or on the timeout, naming the missing nodes.
+//   4. A worker that is done sends FINISH. When every worker has finished or died, the
+//      servers receive SHUTDOWN; the scheduler returns once they acknowledged or died.
+// Everything runs on the thread that called KVStoreRunServer; there is no other thread.
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "dist/dist.h"
+
+namespace kvstore {
+namespace dist {
+
+namespace {
+
+struct Node {
+  Role role;
+  int requested_rank;
+  int rank = -1;
+  std::string host;
+  int port = 0;
+  std::string routing_id;
+  double last_seen = 0;
+  bool dead = false;
+  bool finished = false;   // workers: FINISH received; servers: SHUTDOWN_ACK received
+};
+
+struct PendingBarrier {
+  int group = 0;
+  double started = 0;
+  std::map<int, uint64_t> arrived;  // node index -> req_id
+};
+
+class Scheduler {
+ public:
+  explicit Scheduler(const Config& cfg) : cfg_(cfg), ctx_(1), sock_(ctx_, zmq::socket_type::router) {}
+
+  void Run();
+
+ private:
+  bool Rendezvous();
+  void AssignRanks(Role role, int count);
+  void Handle(Message& m);
+  void CheckLiveness();
+  void ProgressBarriers();
+  void MaybeShutdown();
+  void Send(const Node& n, WireHeader h, const std::string& str = "") {
+    SendMessage(sock_, &n.routing_id, h, str, OutPayload{});
+  }
+  WireHeader Header(MsgType t) { return MakeHeader(t, Role::kScheduler, 0); }
+  bool InGroup(const Node& n, int group) const {
+    return (n.role == Role::kServer && (group & KV_NODE_SERVERS)) ||
+           (n.role == Role::kWorker && (group & KV_NODE_WORKERS));
+  }
+  int FindNode(const std::string& rid) const {
+    auto it = by_rid_.find(rid);
+    return it == by_rid_.end() ? -1 : it->second;
+  }
+  void Broadcast(WireHeader h, const std::string& str) {
+    for (const auto& n : nodes_) {
+      if (!n.dead && !(n.role == Role::kWorker && n.finished)) Send(n, h, str);
+    }
+  }
+
+  Config cfg_;
+  zmq::context_t ctx_;
+  zmq::socket_t sock_;
+  std::vector<Node> nodes_;
+  std::map<std::string, int> by_rid_;
+  std::map<int, PendingBarrier> barriers_;  // by group mask
+  std::vector<std::string> dead_names_;
+  bool shutdown_sent_ = false;
+  double shutdown_started_ = 0;
+};
+
+void Scheduler::Run() {
+  ConfigureSocket(sock_);
+  sock_.set(zmq::sockopt::router_mandatory, 0);
+  const std::string ep = cfg_.SchedulerEndpoint();
+  try {
+    sock_.bind(ep);
+  } catch (const zmq::error_t& e) {
+    try {
+      sock_.bind("tcp://*:" + std::to_string(cfg_.root_port));
+    } catch (const zmq::error_t& e2) {
+      KV_FAIL(KV_ERR_NETWORK, "scheduler cannot bind %s: %s", ep.c_str(), e2.what());
+    }
+  }
+  if (cfg_.verbose >= 1) Log("listening on %s for %d workers and %d servers", ep.c_str(),
+                             cfg_.num_workers, cfg_.num_servers);
+  if (!Rendezvous()) return;  // throws on failure; false never reached
+  for (;;) {
+    zmq::pollitem_t item{static_cast<void*>(sock_), 0, ZMQ_POLLIN, 0};
+    zmq::poll(&item, 1, std::chrono::milliseconds(
+                            static_cast<long>(cfg_.heartbeat_interval_sec * 1000 / 2) + 1));
+    for (;;) {
+      Message m;
+      bool ok = false;
+      std::string why;
+      if (!RecvMessage(sock_, true, &m, &ok, &why)) break;
+      if (!ok) {
+        Log("dropped a malformed message: %s", why.c_str());
+        continue;
+      }
+      Handle(m);
+    }
+    CheckLiveness();
+    ProgressBarriers();
+    MaybeShutdown();
+    if (shutdown_sent_) {
+      bool all_done = true;
+      for (const auto& n : nodes_) {
+        if (n.role == Role::kServer && !n.dead && !n.finished) all_done = false;
+      }
+      const double grace = std::max(5.0, cfg_.heartbeat_timeout_sec);
+      if (all_done || NowSec() - shutdown_started_ > grace) break;
+    }
+  }
+  if (cfg_.verbose >= 1) Log("job finished");
+  if (!dead_names_.empty()) {
+    std::string list;
+    for (const auto& d : dead_names_) list += (list.empty() ? "" : ", ") + d;
+    KV_FAIL(KV_ERR_PEER_DEAD, "the job finished without: %s", list.c_str());
+  }
+}
+
+bool Scheduler::Rendezvous() {
+  const int expect = cfg_.num_workers + cfg_.num_servers;
+  const double deadline = DeadlineAfter(cfg_.timeout_sec);
+  while (static_cast<int>(nodes_.size()) < expect) {
+    const double left = deadline - NowSec();
+    if (left <= 0) {
+      int w = 0, s = 0;
+      for (const auto& n : nodes_) (n.role == Role::kWorker ? w : s)++;
+      const std::string why = StrFormat(
+          "rendezvous timed out after %.0f s: %d of %d workers and %d of %d servers "
+          "registered with the scheduler at %s",
+          cfg_.timeout_sec, w, cfg_.num_workers, s, cfg_.num_servers,
+          cfg_.SchedulerEndpoint().c_str());
+      WireHeader h = Header(MsgType::kAbort);
+      h.status = KV_ERR_TIMEOUT;
+      Broadcast(h, why);
+      KV_FAIL(KV_ERR_TIMEOUT, "%s", why.c_str());
+    }
+    zmq::pollitem_t item{static_cast<void*>(sock_), 0, ZMQ_POLLIN, 0};
+    const double wait_ms = std::min(left * 1000, 500.0);
+    zmq::poll(&item, 1, std::chrono::milliseconds(static_cast<long>(wait_ms) + 1));
+    for (;;) {
+      Message m;
+      bool ok = false;
+      std::string why;
+      if (!RecvMessage(sock_, true, &m, &ok, &why)) break;
+      if (!ok) {
+        Log("dropped a malformed message: %s", why.c_str());
+        continue;
+      }
+      if (m.h.type != static_cast<uint16_t>(MsgType::kRegister)) continue;  // too early
+      if (FindNode(m.routing_id) >= 0) continue;                            // duplicate
+      Node n;
+      n.role = static_cast<Role>(m.h.sender_role);
+      n.requested_rank = m.h.arg;
+      n.routing_id = m.routing_id;
+      n.last_seen = NowSec();
+      const size_t colon = m.str.rfind(':');
+      n.host = m.str.substr(0, colon == std::string::npos ? m.str.size() : colon);
+      n.port = colon == std::string::npos ? 0 : std::atoi(m.str.c_str() + colon + 1);
+      int have = 0;
+      for (const auto& o : nodes_) have += o.role == n.role;
+      const int want = n.role == Role::kWorker ? cfg_.num_workers
+                       : n.role == Role::kServer ? cfg_.num_servers : 0;
+      if (have >= want || (n.role == Role::kServer && (n.port <= 0 || n.port > 65535))) {
+        WireHeader h = Header(MsgType::kAbort);
+        h.status = KV_ERR_INVALID_ARGUMENT;
+        Send(n, h,
+             StrFormat("the job already has %d %ss (or the registration is malformed)", want,
+                       RoleName(n.role)));
+        Log("rejected a %s registration from %s: job full or malformed", RoleName(n.role),
+            m.str.c_str());
+        continue;
+      }
+      by_rid_[n.routing_id] = static_cast<int>(nodes_.size());
+      nodes_.push_back(n);
+      if (cfg_.verbose >= 1) Log("registered %s at %s", RoleName(n.role), m.str.c_str());
+    }
+  }
+  AssignRanks(Role::kServer, cfg_.num_servers);
+  AssignRanks(Role::kWorker, cfg_.num_workers);
+  std::vector<NodeInfo> servers;
+  for (const auto& n : nodes_) {
+    if (n.role == Role::kServer) servers.push_back({Role::kServer, n.rank, n.host, n.port});
+  }
+  const std::string table = FormatTable(cfg_.num_workers, cfg_.num_servers, servers);
+  for (auto& n : nodes_) {
+    WireHeader h = Header(MsgType::kNodeTable);
+    h.arg = n.rank;
+    Send(n, h, table);
+    n.last_seen = NowSec();
+    if (cfg_.verbose >= 1) Log("%s is %s:%d", NodeName(n.role, n.rank).c_str(), n.host.c_str(), n.port);
+  }
+  return true;
+}
+
+// Requested ranks (DMLC_WORKER_ID / DMLC_SERVER_ID) are honoured when unique; the others
+// take the free ranks in (host, port, registration) order, which is deterministic for a
+// given set of hosts.
+void Scheduler::AssignRanks(Role role, int count) {
+  std::vector<int> idx;
+  for (int i = 0; i < static_cast<int>(nodes_.size()); ++i) {
+    if (nodes_[i].role == role) idx.push_back(i);
+  }
+  std::vector<bool> taken(static_cast<size_t>(count), false);
+  std::vector<int> rest;
+  for (int i : idx) {
+    const int r = nodes_[i].requested_rank;
+    if (r >= 0 && r < count && !taken[static_cast<size_t>(r)]) {
+      taken[static_cast<size_t>(r)] = true;
+      nodes_[i].rank = r;
+    } else {
+      rest.push_back(i);
+    }
+  }
+  std::stable_sort(rest.begin(), rest.end(), [&](int a, int b) {
+    if (nodes_[a].host != nodes_[b].host) return nodes_[a].host < nodes_[b].host;
+    return nodes_[a].port < nodes_[b].port;
+  });
+  int next = 0;
+  for (int i : rest) {
+    while (taken[static_cast<size_t>(next)]) ++next;
+    taken[static_cast<size_t>(next)] = true;
+    nodes_[i].rank = next;
+  }
+}
+
+void Scheduler::Handle(Message& m) {
+  const int i = FindNode(m.routing_id);
+  if (i < 0) {
+    Log("dropped %s from an unregistered peer", MsgTypeName(m.h.type));
+    return;
+  }
+  Node& n = nodes_[static_cast<size_t>(i)];
+  if (n.dead) return;  // declared dead; it does not come back
+  n.last_seen = NowSec();
+  if (cfg_.verbose >= 2) Log("%s from %s", MsgTypeName(m.h.type), NodeName(n.role, n.rank).c_str());
+  switch (static_cast<MsgType>(m.h.type)) {
+    case MsgType::kHeartbeat: {
+      WireHeader h = Header(MsgType::kHeartbeatAck);
+      h.req_id = m.h.req_id;
+      Send(n, h);
+      break;
+    }
+    case MsgType::kBarrier: {
+      const int group = m.h.arg & (KV_NODE_SCHEDULER | KV_NODE_SERVERS | KV_NODE_WORKERS);
+      if (group == 0 || !InGroup(n, group)) {
+        WireHeader h = Header(MsgType::kBarrierDone);
+        h.req_id = m.h.req_id;
+        h.status = KV_ERR_INVALID_ARGUMENT;
+        Send(n, h, StrFormat("barrier group %d does not contain %s", m.h.arg,
+                             NodeName(n.role, n.rank).c_str()));
+        break;
+      }
+      PendingBarrier& b = barriers_[group];
+      if (b.arrived.empty()) b.started = NowSec();
+      b.group = group;
+      b.arrived[i] = m.h.req_id;
+      break;
+    }
+    case MsgType::kQueryDead: {
+      const double limit = static_cast<double>(std::max<int64_t>(m.h.key, 0)) / 1000.0;
+      int64_t count = 0;
+      for (const auto& o : nodes_) {
+        if (!InGroup(o, m.h.arg)) continue;
+        if (o.finished && o.role == Role::kWorker) continue;
+        if (o.dead || NowSec() - o.last_seen > limit) ++count;
+      }
+      WireHeader h = Header(MsgType::kQueryDeadReply);
+      h.req_id = m.h.req_id;
+      h.key = count;
+      Send(n, h);
+      break;
+    }
+    case MsgType::kFinish: {
+      n.finished = true;
+      WireHeader h = Header(MsgType::kFinishAck);
+      h.req_id = m.h.req_id;
+      Send(n, h);
+      if (cfg_.verbose >= 1) Log("%s finished", NodeName(n.role, n.rank).c_str());
+      break;
+    }
+    case MsgType::kShutdownAck:
+      if (n.role == Role::kServer) n.finished = true;
+      break;
+    case MsgType::kRegister:
+      break;  // a late duplicate
+    default:
+      Log("dropped unexpected %s from %s", MsgTypeName(m.h.type), NodeName(n.role, n.rank).c_str());
+  }
+}
+
+void Scheduler::CheckLiveness() {
+  const double now = NowSec();
+  for (auto& n : nodes_) {
+    if (n.dead || n.finished) continue;
+    if (now - n.last_seen <= cfg_.heartbeat_timeout_sec) continue;
+    n.dead = true;
+    const std::string name = NodeName(n.role, n.rank);
+    dead_names_.push_back(name);
+    const std::string why =
+        StrFormat("%s (%s:%d) sent no heartbeat for %.1f s and is considered dead",
+                  name.c_str(), n.host.c_str(), n.port, now - n.last_seen);
+    Log("%s", why.c_str());
+    WireHeader h = Header(MsgType::kNodeDead);
+    h.arg = static_cast<int32_t>(n.role);
+    h.key = n.rank;
+    Broadcast(h, why);
+  }
+}
+
+void Scheduler::ProgressBarriers() {
+  const double now = NowSec();
+  for (auto it = barriers_.begin(); it != barriers_.end();) {
+    PendingBarrier& b = it->second;
+    std::string missing, gone;
+    for (int i = 0; i < static_cast<int>(nodes_.size()); ++i) {
+      const Node& n = nodes_[static_cast<size_t>(i)];
+      if (!InGroup(n, b.group) || b.arrived.count(i)) continue;
+      std::string& list = (n.dead || (n.finished && n.role == Role::kWorker)) ? gone : missing;
+      list += (list.empty() ? "" : ", ") + NodeName(n.role, n.rank);
+    }
+    int status = 0;
+    std::string msg;
+    if (!gone.empty()) {
+      status = KV_ERR_PEER_DEAD;
+      msg = "barrier cannot complete: " + gone + " died or left the job";
+    } else if (missing.empty()) {
+      status = 0;
+    } else if (cfg_.timeout_sec > 0 && now - b.started > cfg_.timeout_sec) {
+      status = KV_ERR_TIMEOUT;
+      msg = StrFormat("barrier timed out after %.0f s waiting for %s", cfg_.timeout_sec,
+                      missing.c_str());
+    } else {
+      ++it;
+      continue;
+    }
+    for (const auto& a : b.arrived) {
+      const Node& n = nodes_[static_cast<size_t>(a.first)];
+      if (n.dead) continue;
+      WireHeader h = Header(MsgType::kBarrierDone);
+      h.req_id = a.second;
+      h.status = status;
+      Send(n, h, msg);
+    }
+    it = barriers_.erase(it);
+  }
+}
+
+void Scheduler::MaybeShutdown() {
+  if (shutdown_sent_) return;
+  for (const auto& n : nodes_) {
+    if (n.role == Role::kWorker && !n.dead && !n.finished) return;
+  }
+  shutdown_sent_ = true;
+  shutdown_started_ = NowSec();
+  if (cfg_.verbose >= 1) Log("every worker is done; stopping the servers");
+  for (const auto& n : nodes_) {
+    if (n.role == Role::kServer && !n.dead) Send(n, Header(MsgType::kShutdown));
+  }
+}
+
+}  // namespace
+
+void RunScheduler(const Config& cfg) {
+  SetLogPrefix("scheduler");
+  Scheduler s(cfg);
+  s.Run();
+}
+
+}  // namespace dist
+}  // namespace kvstore

@@ -1,0 +1,1021 @@
+// worker.cc - the worker side of the distributed stores (KVStoreCreate("dist_*") in a
+// process whose DMLC_ROLE is worker).
+//
+// Threads. Application threads validate, sum their devices' values (Comm::Reduce) into a
+// per-key send buffer, and queue requests; one I/O thread owns every socket, sends the
+// queue in priority order, receives replies and completes operations. Application
+// threads never touch a socket; the I/O thread never blocks on anything but zmq_poll.
+//
+// Ordering. The send queue is ordered by (priority desc, sequence asc) but requests of one
+// key leave in the order they were queued: popping a request first sends the older
+// requests of its key (they inherit its priority). A server receives one worker's requests
+// in send order, and it answers a pull only after that worker's earlier pushes of the key
+// were applied, so a pull always observes the worker's previous pushes.
+//
+// Pending writes. Pull/pushpull call BeginPendingWrite on every output before returning;
+// the I/O thread copies each reply part into place and calls EndPendingWrite (with the
+// error, if any) once every part arrived. Readers of the outputs wait for it.
+//
+// Deadlines. Every request carries a deadline (the round timeout plus the heartbeat
+// timeout plus slack): a server that never answers fails the request with TIMEOUT naming
+// the server and the key. The scheduler reports dead servers (PEER_DEAD at once).
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "comm/comm.h"
+#include "core/dtype.h"
+#include "dist/dist.h"
+#include "optimizer/optimizer.h"
+
+namespace kvstore {
+namespace dist {
+
+namespace {
+
+// Completion of a blocking control request (init, barrier, command, ...).
+struct Waiter {
+  std::mutex mu;
+  std::condition_variable cv;
+  int remaining = 0;
+  int status = 0;
+  std::string msg;
+  int64_t value = 0;
+
+  explicit Waiter(int n) : remaining(n) {}
+  void Complete(int st, const std::string& m, int64_t v = 0) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (st != 0 && status == 0) {
+      status = st;
+      msg = m;
+    }
+    value += v;
+    if (--remaining == 0) cv.notify_all();
+  }
+  // Throws the first error, or TIMEOUT with `what` when the deadline passes.
+  int64_t Wait(double deadline_sec, const std::string& what) {
+    std::unique_lock<std::mutex> lock(mu);
+    while (remaining > 0) {
+      const double left = deadline_sec - NowSec();
+      if (left <= 0) KV_FAIL(KV_ERR_TIMEOUT, "%s", what.c_str());
+      cv.wait_for(lock, std::chrono::duration<double>(std::min(left, 3600.0)));
+    }
+    if (status != 0) KV_FAIL(status, "%s", msg.c_str());
+    return value;
+  }
+};
+
+struct KeyMeta {
+  std::string display;
+  bool is_str = false;
+  int64_t int_key = 0;
+  std::string name;
+  uint64_t order_id = 0;
+  Shape shape;
+  int dtype = 0;
+  int64_t size = 0;
+  size_t nbytes = 0;
+  std::vector<PartPlan> parts;
+  std::vector<std::shared_ptr<SharedBuf>> pool;  // send buffers (app threads, under mu_)
+};
+
+// One user-visible operation on one key, spread over its parts.
+struct Op {
+  MsgType type;
+  const KeyMeta* meta;
+  int remaining = 0;
+  int status = 0;
+  std::string msg;
+  std::vector<Array*> outs;
+  std::unique_ptr<Array> staging;  // host copy when an output is not on the CPU
+  std::shared_ptr<SharedBuf> payload;
+  std::shared_ptr<Waiter> waiter;
+};
+
+struct OutMsg {
+  int dest = -1;  // server rank, or -1 for the scheduler
+  WireHeader h{};
+  std::string str;
+  OutPayload payload;
+  std::shared_ptr<Op> op;
+  PartPlan part{};
+  std::shared_ptr<Waiter> waiter;
+  uint64_t order_key = 0;  // 0: unordered (control)
+};
+
+struct Outstanding {
+  std::shared_ptr<Op> op;
+  std::shared_ptr<Waiter> waiter;
+  int dest = -1;
+  PartPlan part{};
+  double deadline = 0;
+  MsgType type;
+};
+
+class WorkerStore : public Store {
+ public:
+  WorkerStore(const std::string& type, const Config& cfg);
+  ~WorkerStore() override;
+
+  void Init(const KeyList& keys, const Array* const* vals) override;
+  void Push(const KeyList& keys, const Array* const* vals, int priority) override;
+  void Pull(const KeyList& keys, Array* const* outs, int priority) override;
+  void PushPull(const KeyList& vkeys, const Array* const* vals, const KeyList& okeys,
+                Array* const* outs, int priority) override;
+  void SetUpdater(std::shared_ptr<Updater>) override {
+    KV_FAIL(KV_ERR_NOT_SUPPORTED,
+            "store \"%s\": a worker cannot run updaters; use KVStoreSetOptimizer (shipped to the "
+            "servers) or set the updater in the server program",
+            type().c_str());
+  }
+  void SetStrUpdater(std::shared_ptr<Updater> u) override { SetUpdater(std::move(u)); }
+  void SetOptimizer(const std::string& spec) override;
+  int Rank() const override { return rank_; }
+  int GroupSize() const override { return num_workers_; }
+  void Barrier() override;
+  void WaitAll() override;
+  int NumDeadNodes(int node_group, int timeout_sec) override;
+  void SetBarrierBeforeExit(bool enabled) override { barrier_before_exit_ = enabled; }
+  void SendCommandToServers(int head, const std::string& body) override;
+
+ private:
+  // Application side.
+  KeyMeta* FindKey(const KeyList& keys, int i);
+  void CheckKind(const KeyList& keys);
+  std::string KeyId(const KeyList& keys, int i) const;
+  std::shared_ptr<SharedBuf> TakeSendBuf(KeyMeta* m);
+  std::shared_ptr<SharedBuf> Gather(KeyMeta* m, const std::vector<const Array*>& vals);
+  void Enqueue(std::vector<OutMsg>& msgs, int priority);
+  void StartDataOp(MsgType type, KeyMeta* m, std::shared_ptr<SharedBuf> payload,
+                   std::vector<Array*> outs, const std::shared_ptr<Waiter>& waiter, int priority);
+  void ControlToScheduler(MsgType type, int arg, int64_t key, const std::shared_ptr<Waiter>& w);
+  void ToAllServers(MsgType type, int arg, const std::string& str, const std::shared_ptr<Waiter>& w);
+  void ThrowAsyncError();
+  double ControlDeadline() const {
+    return DeadlineAfter(cfg_.timeout_sec > 0 ? cfg_.timeout_sec + cfg_.heartbeat_timeout_sec + 2 : 0);
+  }
+  WireHeader Header(MsgType t) const { return MakeHeader(t, Role::kWorker, rank_); }
+  void Shutdown();
+
+  // I/O thread.
+  void IoLoop();
+  void SendQueued();
+  void SendOne(OutMsg& m);
+  void HandleReply(int server, Message& m);
+  void HandleScheduler(Message& m);
+  void CompletePart(Outstanding& o, int status, const std::string& msg, const Message* reply);
+  void FinishOp(Op& op);
+  void CheckDeadlines();
+  void FailServer(int server, int code, const std::string& why);
+  void FailAll(int code, const std::string& why);
+
+  Config cfg_;
+  bool sync_;
+  std::unique_ptr<Comm> comm_;
+  int rank_ = -1;
+  int num_workers_ = 0;
+  int num_servers_ = 0;
+  bool barrier_before_exit_ = true;
+
+  zmq::context_t ctx_;
+  zmq::socket_t sched_;
+  std::vector<zmq::socket_t> servers_;
+  int wake_fd_ = -1;
+  std::thread io_;
+
+  // Shared state (mu_).
+  std::mutex mu_;
+  KeyKind kind_ = KeyKind::kNone;
+  std::unordered_map<std::string, KeyMeta> keys_;
+  uint64_t next_order_id_ = 1;
+  uint64_t next_seq_ = 1;
+  std::map<std::pair<int64_t, uint64_t>, OutMsg> queue_;  // (-priority, seq)
+  std::unordered_map<uint64_t, std::deque<std::pair<int64_t, uint64_t>>> per_key_;
+  bool stop_ = false;
+  int inflight_ops_ = 0;
+  std::condition_variable idle_cv_;
+  int async_status_ = 0;
+  std::string async_msg_;
+  bool scheduler_dead_ = false;
+  std::vector<bool> server_dead_;
+  std::vector<bool> worker_dead_;
+
+  // I/O-thread-only state.
+  uint64_t next_req_ = 1;
+  std::unordered_map<uint64_t, Outstanding> outstanding_;
+  double last_sched_ = 0;
+};
+
+WorkerStore::WorkerStore(const std::string& type, const Config& cfg)
+    : Store(type), cfg_(cfg), sync_(type.find("_async") == std::string::npos),
+      ctx_(1), sched_(ctx_, zmq::socket_type::dealer) {
+  comm_ = type.find("device") != std::string::npos ? CreateDeviceComm() : CreateCpuComm();
+  ConfigureSocket(sched_);
+  JoinResult j = JoinJob(sched_, cfg_, 0);
+  rank_ = j.rank;
+  num_workers_ = j.num_workers;
+  num_servers_ = j.num_servers;
+  SetLogPrefix("worker " + std::to_string(rank_));
+  server_dead_.assign(static_cast<size_t>(num_servers_), false);
+  worker_dead_.assign(static_cast<size_t>(num_workers_), false);
+  for (const auto& s : j.servers) {
+    servers_.emplace_back(ctx_, zmq::socket_type::dealer);
+    zmq::socket_t& sk = servers_.back();
+    ConfigureSocket(sk);
+    const std::string ep = "tcp://" + s.host + ":" + std::to_string(s.port);
+    try {
+      sk.connect(ep);
+    } catch (const zmq::error_t& e) {
+      KV_FAIL(KV_ERR_NETWORK, "worker %d cannot connect to server %d at %s: %s", rank_, s.rank,
+              ep.c_str(), e.what());
+    }
+    if (cfg_.verbose >= 1) Log("connected to server %d at %s", s.rank, ep.c_str());
+  }
+  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  KV_CHECK(wake_fd_ >= 0, KV_ERR_INTERNAL, "eventfd failed: %s", std::strerror(errno));
+  last_sched_ = NowSec();
+  io_ = std::thread([this] { IoLoop(); });
+}
+
+WorkerStore::~WorkerStore() { Shutdown(); }
+
+// Exit protocol: drain, optional barrier of all workers, FINISH to the scheduler (which
+// stops the servers once every worker finished), then stop the I/O thread. Errors are
+// logged, never thrown; every step is bounded by a deadline.
+void WorkerStore::Shutdown() {
+  try {
+    WaitAll();
+  } catch (const Error& e) {
+    Log("pending operations failed at exit: %s", e.what());
+  }
+  if (barrier_before_exit_) {
+    try {
+      Barrier();
+    } catch (const Error& e) {
+      Log("exit barrier failed: %s", e.what());
+    }
+  }
+  try {
+    auto w = std::make_shared<Waiter>(1);
+    ControlToScheduler(MsgType::kFinish, 0, 0, w);
+    w->Wait(DeadlineAfter(std::max(2.0, std::min(cfg_.heartbeat_timeout_sec, 10.0))),
+            "the scheduler did not acknowledge FINISH");
+  } catch (const Error& e) {
+    Log("%s", e.what());
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  uint64_t one = 1;
+  if (write(wake_fd_, &one, sizeof(one)) < 0) {
+  }
+  if (io_.joinable()) io_.join();
+  for (auto& s : servers_) s.set(zmq::sockopt::linger, 200);
+  sched_.set(zmq::sockopt::linger, 200);
+  close(wake_fd_);
+}
+
+std::string WorkerStore::KeyId(const KeyList& keys, int i) const {
+  if (keys.kind == KeyKind::kStr) return std::string("s") + keys.strs[i];
+  std::string id("i");
+  const int64_t k = keys.ints[i];
+  id.append(reinterpret_cast<const char*>(&k), sizeof(k));
+  return id;
+}
+
+void WorkerStore::CheckKind(const KeyList& keys) {
+  if (keys.size == 0) return;
+  if (kind_ == KeyKind::kNone) return;
+  KV_CHECK(kind_ == keys.kind, KV_ERR_KEY_KIND_MISMATCH,
+           "key %s: this store uses %s keys; int and string keys cannot be mixed",
+           keys.Name(0).c_str(), kind_ == KeyKind::kInt ? "int" : "string");
+}
+
+KeyMeta* WorkerStore::FindKey(const KeyList& keys, int i) {
+  auto it = keys_.find(KeyId(keys, i));
+  KV_CHECK(it != keys_.end(), KV_ERR_UNKNOWN_KEY, "key %s is not initialised (init it first)",
+           keys.Name(i).c_str());
+  return &it->second;
+}
+
+void WorkerStore::ThrowAsyncError() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (async_status_ == 0) return;
+  const int st = async_status_;
+  const std::string msg = async_msg_;
+  async_status_ = 0;
+  async_msg_.clear();
+  KV_FAIL(st, "an earlier asynchronous operation failed: %s", msg.c_str());
+}
+
+void WorkerStore::Init(const KeyList& keys, const Array* const* vals) {
+  ThrowAsyncError();
+  std::vector<KeyMeta*> added;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    CheckKind(keys);
+    std::vector<std::string> ids;
+    for (int i = 0; i < keys.size; ++i) {
+      const std::string id = KeyId(keys, i);
+      KV_CHECK(std::find(ids.begin(), ids.end(), id) == ids.end(), KV_ERR_INVALID_ARGUMENT,
+               "key %s appears twice in one init", keys.Name(i).c_str());
+      KV_CHECK(keys_.count(id) == 0, KV_ERR_DUPLICATE_KEY, "key %s is already initialised",
+               keys.Name(i).c_str());
+      KV_CHECK(vals[i]->ctx().is_cpu() || vals[i]->ctx().is_gpu(), KV_ERR_DEVICE, "bad context");
+      ids.push_back(id);
+    }
+    if (keys.size > 0) kind_ = keys.kind;
+    for (int i = 0; i < keys.size; ++i) {
+      KeyMeta& m = keys_[ids[static_cast<size_t>(i)]];
+      m.is_str = keys.kind == KeyKind::kStr;
+      m.int_key = m.is_str ? 0 : keys.ints[i];
+      m.name = m.is_str ? keys.strs[i] : std::string();
+      m.display = keys.Name(i);
+      m.order_id = next_order_id_++;
+      m.shape = vals[i]->shape();
+      m.dtype = vals[i]->dtype();
+      m.size = vals[i]->size();
+      m.nbytes = vals[i]->nbytes();
+      m.parts = PlanParts(m.is_str, m.int_key, m.name, m.size, num_servers_, cfg_.bigarray_bound);
+      added.push_back(&m);
+    }
+  }
+  // Rank 0 writes the initial values; every worker then meets in a barrier so that no
+  // worker can push or pull a key before the servers have it.
+  int status = 0;
+  std::string msg;
+  if (rank_ == 0 && keys.size > 0) {
+    auto w = std::make_shared<Waiter>(keys.size);
+    for (int i = 0; i < keys.size; ++i) {
+      auto* m = added[static_cast<size_t>(i)];
+      StartDataOp(MsgType::kInit, m, Gather(m, {vals[i]}), {}, w, INT32_MAX);
+    }
+    try {
+      w->Wait(ControlDeadline(), "init: the servers did not acknowledge the initial values");
+    } catch (const Error& e) {
+      status = e.code();
+      msg = e.what();
+    }
+  }
+  Barrier();
+  KV_CHECK(status == 0, status, "%s", msg.c_str());
+}
+
+std::shared_ptr<SharedBuf> WorkerStore::TakeSendBuf(KeyMeta* m) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& b : m->pool) {
+    if (b->Idle()) {
+      b->in_flight.fetch_add(1, std::memory_order_acq_rel);
+      return b;
+    }
+  }
+  auto b = std::make_shared<SharedBuf>();
+  b->array = Array::Create({m->size}, m->dtype, Context{});
+  b->in_flight.store(1, std::memory_order_release);
+  if (m->pool.size() < 4) m->pool.push_back(b);
+  return b;
+}
+
+// Sums the values of one key into a send buffer (the op's reference is held: in_flight).
+std::shared_ptr<SharedBuf> WorkerStore::Gather(KeyMeta* m, const std::vector<const Array*>& vals) {
+  std::shared_ptr<SharedBuf> b = TakeSendBuf(m);
+  try {
+    if (vals.size() == 1 && vals[0]->ctx().is_cpu()) {
+      if (m->nbytes > 0) std::memcpy(b->array->data(), vals[0]->data(), m->nbytes);
+    } else if (vals.size() == 1) {
+      // Same element count and dtype; the flat send buffer has its own shape.
+      std::unique_ptr<Array> tmp = Array::Create(vals[0]->shape(), m->dtype, Context{});
+      CopyArray(tmp.get(), *vals[0]);
+      std::memcpy(b->array->data(), tmp->data(), m->nbytes);
+    } else {
+      std::unique_ptr<Array> tmp = Array::Create(vals[0]->shape(), m->dtype, Context{});
+      comm_->Reduce(vals, tmp.get());
+      std::memcpy(b->array->data(), tmp->data(), m->nbytes);
+    }
+  } catch (...) {
+    b->in_flight.fetch_sub(1, std::memory_order_acq_rel);
+    throw;
+  }
+  return b;
+}
+
+void WorkerStore::StartDataOp(MsgType type, KeyMeta* m, std::shared_ptr<SharedBuf> payload,
+                              std::vector<Array*> outs, const std::shared_ptr<Waiter>& waiter,
+                              int priority) {
+  auto op = std::make_shared<Op>();
+  op->type = type;
+  op->meta = m;
+  op->remaining = static_cast<int>(m->parts.size());
+  op->payload = std::move(payload);
+  op->outs = std::move(outs);
+  op->waiter = waiter;
+  bool need_staging = false;
+  for (Array* o : op->outs) need_staging |= !o->ctx().is_cpu();
+  if (need_staging) op->staging = Array::Create({m->size}, m->dtype, Context{});
+  for (Array* o : op->outs) o->BeginPendingWrite();
+  std::vector<OutMsg> msgs;
+  const size_t esize = DTypeSize(m->dtype);
+  for (const PartPlan& p : m->parts) {
+    OutMsg om;
+    om.dest = p.server;
+    om.h = Header(type);
+    om.h.flags = (m->is_str ? kFlagStrKey : 0u) | (sync_ ? kFlagSync : 0u);
+    om.h.key = m->is_str ? 0 : m->int_key;
+    om.h.offset = p.offset;
+    om.h.count = p.count;
+    om.h.total = m->size;
+    om.h.dtype = m->dtype;
+    if (m->is_str) om.str = m->name;
+    if (type != MsgType::kPull && p.count > 0) {
+      om.payload.buf = op->payload;
+      om.payload.offset_bytes = static_cast<size_t>(p.offset) * esize;
+      om.payload.nbytes = static_cast<size_t>(p.count) * esize;
+    }
+    om.op = op;
+    om.part = p;
+    om.order_key = m->order_id;
+    msgs.push_back(std::move(om));
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++inflight_ops_;
+  }
+  Enqueue(msgs, priority);
+}
+
+void WorkerStore::Enqueue(std::vector<OutMsg>& msgs, int priority) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& m : msgs) {
+      const std::pair<int64_t, uint64_t> qk{-static_cast<int64_t>(priority), next_seq_++};
+      if (m.order_key != 0) per_key_[m.order_key].push_back(qk);
+      queue_.emplace(qk, std::move(m));
+    }
+  }
+  uint64_t one = 1;
+  if (write(wake_fd_, &one, sizeof(one)) < 0) {
+    // The counter cannot overflow in practice; a failed wake-up is caught by the poll
+    // timeout of the I/O thread.
+  }
+}
+
+void WorkerStore::Push(const KeyList& keys, const Array* const* vals, int priority) {
+  ThrowAsyncError();
+  std::vector<std::pair<KeyMeta*, std::vector<const Array*>>> groups;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    CheckKind(keys);
+    for (int i = 0; i < keys.size; ++i) {
+      KeyMeta* m = FindKey(keys, i);
+      const Array* v = vals[i];
+      KV_CHECK(v->shape() == m->shape, KV_ERR_SHAPE_MISMATCH,
+               "push of key %s: the value has shape %s, the stored value %s", m->display.c_str(),
+               ShapeToString(v->shape()).c_str(), ShapeToString(m->shape).c_str());
+      KV_CHECK(v->dtype() == m->dtype, KV_ERR_DTYPE_MISMATCH,
+               "push of key %s: the value is %s, the stored value %s", m->display.c_str(),
+               DTypeName(v->dtype()), DTypeName(m->dtype));
+      auto it = std::find_if(groups.begin(), groups.end(),
+                             [&](const auto& g) { return g.first == m; });
+      if (it == groups.end()) groups.push_back({m, {v}});
+      else it->second.push_back(v);
+    }
+  }
+  // Values are copied now, so the caller may reuse them as soon as push returns.
+  std::vector<std::shared_ptr<SharedBuf>> bufs;
+  try {
+    for (auto& g : groups) {
+      for (const Array* v : g.second) const_cast<Array*>(v)->WaitPendingWrites();
+      bufs.push_back(Gather(g.first, g.second));
+    }
+  } catch (...) {
+    for (auto& b : bufs) b->in_flight.fetch_sub(1, std::memory_order_acq_rel);
+    throw;
+  }
+  for (size_t i = 0; i < groups.size(); ++i) {
+    StartDataOp(MsgType::kPush, groups[i].first, bufs[i], {}, nullptr, priority);
+  }
+}
+
+void WorkerStore::Pull(const KeyList& keys, Array* const* outs, int priority) {
+  ThrowAsyncError();
+  std::vector<std::pair<KeyMeta*, std::vector<Array*>>> groups;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    CheckKind(keys);
+    for (int i = 0; i < keys.size; ++i) {
+      KeyMeta* m = FindKey(keys, i);
+      Array* o = outs[i];
+      KV_CHECK(o->shape() == m->shape, KV_ERR_SHAPE_MISMATCH,
+               "pull of key %s: the output has shape %s, the stored value %s", m->display.c_str(),
+               ShapeToString(o->shape()).c_str(), ShapeToString(m->shape).c_str());
+      KV_CHECK(o->dtype() == m->dtype, KV_ERR_DTYPE_MISMATCH,
+               "pull of key %s: the output is %s, the stored value %s", m->display.c_str(),
+               DTypeName(o->dtype()), DTypeName(m->dtype));
+      auto it = std::find_if(groups.begin(), groups.end(),
+                             [&](const auto& g) { return g.first == m; });
+      if (it == groups.end()) groups.push_back({m, {o}});
+      else it->second.push_back(o);
+    }
+  }
+  for (auto& g : groups) StartDataOp(MsgType::kPull, g.first, nullptr, g.second, nullptr, priority);
+}
+
+void WorkerStore::PushPull(const KeyList& vkeys, const Array* const* vals, const KeyList& okeys,
+                           Array* const* outs, int priority) {
+  ThrowAsyncError();
+  struct Group {
+    KeyMeta* m;
+    std::vector<const Array*> vals;
+    std::vector<Array*> outs;
+  };
+  std::vector<Group> groups;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    CheckKind(vkeys);
+    CheckKind(okeys);
+    KV_CHECK(vkeys.size == 0 || okeys.size == 0 || vkeys.kind == okeys.kind,
+             KV_ERR_KEY_KIND_MISMATCH, "pushpull mixes int and string keys");
+    for (int i = 0; i < vkeys.size; ++i) {
+      KeyMeta* m = FindKey(vkeys, i);
+      const Array* v = vals[i];
+      KV_CHECK(v->shape() == m->shape && v->dtype() == m->dtype,
+               v->dtype() != m->dtype ? KV_ERR_DTYPE_MISMATCH : KV_ERR_SHAPE_MISMATCH,
+               "pushpull of key %s: the value is %s%s, the stored value %s%s", m->display.c_str(),
+               DTypeName(v->dtype()), ShapeToString(v->shape()).c_str(), DTypeName(m->dtype),
+               ShapeToString(m->shape).c_str());
+      auto it = std::find_if(groups.begin(), groups.end(), [&](const Group& g) { return g.m == m; });
+      if (it == groups.end()) groups.push_back({m, {v}, {}});
+      else it->vals.push_back(v);
+    }
+    for (int i = 0; i < okeys.size; ++i) {
+      KeyMeta* m = FindKey(okeys, i);
+      Array* o = outs[i];
+      KV_CHECK(o->shape() == m->shape && o->dtype() == m->dtype,
+               o->dtype() != m->dtype ? KV_ERR_DTYPE_MISMATCH : KV_ERR_SHAPE_MISMATCH,
+               "pushpull of key %s: the output is %s%s, the stored value %s%s",
+               m->display.c_str(), DTypeName(o->dtype()), ShapeToString(o->shape()).c_str(),
+               DTypeName(m->dtype), ShapeToString(m->shape).c_str());
+      auto it = std::find_if(groups.begin(), groups.end(), [&](const Group& g) { return g.m == m; });
+      KV_CHECK(it != groups.end(), KV_ERR_INVALID_ARGUMENT,
+               "pushpull: output key %s is not among the pushed keys", m->display.c_str());
+      it->outs.push_back(o);
+    }
+    for (const Group& g : groups) {
+      KV_CHECK(!g.outs.empty(), KV_ERR_INVALID_ARGUMENT,
+               "pushpull: pushed key %s has no output", g.m->display.c_str());
+    }
+  }
+  std::vector<std::shared_ptr<SharedBuf>> bufs;
+  try {
+    for (auto& g : groups) {
+      for (const Array* v : g.vals) const_cast<Array*>(v)->WaitPendingWrites();
+      bufs.push_back(Gather(g.m, g.vals));
+    }
+  } catch (...) {
+    for (auto& b : bufs) b->in_flight.fetch_sub(1, std::memory_order_acq_rel);
+    throw;
+  }
+  for (size_t i = 0; i < groups.size(); ++i) {
+    StartDataOp(MsgType::kPushPull, groups[i].m, bufs[i], groups[i].outs, nullptr, priority);
+  }
+}
+
+void WorkerStore::ControlToScheduler(MsgType type, int arg, int64_t key,
+                                     const std::shared_ptr<Waiter>& w) {
+  OutMsg om;
+  om.dest = -1;
+  om.h = Header(type);
+  om.h.arg = arg;
+  om.h.key = key;
+  om.waiter = w;
+  std::vector<OutMsg> v;
+  v.push_back(std::move(om));
+  Enqueue(v, INT32_MAX);
+}
+
+void WorkerStore::ToAllServers(MsgType type, int arg, const std::string& str,
+                               const std::shared_ptr<Waiter>& w) {
+  std::vector<OutMsg> v;
+  for (int s = 0; s < num_servers_; ++s) {
+    OutMsg om;
+    om.dest = s;
+    om.h = Header(type);
+    om.h.arg = arg;
+    om.str = str;
+    om.waiter = w;
+    v.push_back(std::move(om));
+  }
+  Enqueue(v, INT32_MAX);
+}
+
+void WorkerStore::Barrier() {
+  auto w = std::make_shared<Waiter>(1);
+  ControlToScheduler(MsgType::kBarrier, KV_NODE_WORKERS, 0, w);
+  w->Wait(ControlDeadline(), StrFormat("worker %d: barrier: no answer from the scheduler", rank_));
+}
+
+void WorkerStore::WaitAll() {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    idle_cv_.wait(lock, [&] { return inflight_ops_ == 0; });
+  }
+  ThrowAsyncError();
+}
+
+int WorkerStore::NumDeadNodes(int node_group, int timeout_sec) {
+  KV_CHECK(node_group > 0 && node_group <= 7, KV_ERR_INVALID_ARGUMENT,
+           "node group %d is not a sum of KV_NODE_SCHEDULER, KV_NODE_SERVERS, KV_NODE_WORKERS",
+           node_group);
+  KV_CHECK(timeout_sec >= 0, KV_ERR_INVALID_ARGUMENT, "negative timeout %d", timeout_sec);
+  bool sched_dead;
+  int known = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    sched_dead = scheduler_dead_;
+    if (node_group & KV_NODE_SERVERS) known += static_cast<int>(std::count(server_dead_.begin(), server_dead_.end(), true));
+    if (node_group & KV_NODE_WORKERS) known += static_cast<int>(std::count(worker_dead_.begin(), worker_dead_.end(), true));
+  }
+  int count = 0;
+  if (node_group & KV_NODE_SCHEDULER) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (sched_dead) count += 1;
+  }
+  if ((node_group & (KV_NODE_SERVERS | KV_NODE_WORKERS)) == 0) return count;
+  if (sched_dead) return count + known;
+  auto w = std::make_shared<Waiter>(1);
+  ControlToScheduler(MsgType::kQueryDead, node_group & (KV_NODE_SERVERS | KV_NODE_WORKERS),
+                     static_cast<int64_t>(timeout_sec) * 1000, w);
+  try {
+    count += static_cast<int>(w->Wait(DeadlineAfter(std::max(2.0, cfg_.heartbeat_timeout_sec)),
+                                      "no answer from the scheduler"));
+  } catch (const Error&) {
+    count += known + ((node_group & KV_NODE_SCHEDULER) && !sched_dead ? 1 : 0);
+  }
+  return count;
+}
+
+void WorkerStore::SendCommandToServers(int head, const std::string& body) {
+  KV_CHECK(head >= 0, KV_ERR_INVALID_ARGUMENT, "command head %d is reserved", head);
+  auto w = std::make_shared<Waiter>(num_servers_);
+  ToAllServers(MsgType::kCommand, head, body, w);
+  w->Wait(ControlDeadline(), StrFormat("command %d: not every server answered", head));
+}
+
+void WorkerStore::SetOptimizer(const std::string& spec) {
+  // Parse locally first so that a bad spec fails with INVALID_ARGUMENT on every worker.
+  CreateOptimizer(spec);
+  auto w = std::make_shared<Waiter>(num_servers_);
+  ToAllServers(MsgType::kSetOptimizer, 0, spec, w);
+  w->Wait(ControlDeadline(), "set_optimizer: not every server answered");
+}
+
+// ---------------------------------------------------------------------------------------
+// I/O thread
+// ---------------------------------------------------------------------------------------
+
+void WorkerStore::IoLoop() {
+  double next_hb = NowSec();
+  double next_scan = NowSec() + 0.1;
+  std::vector<zmq::pollitem_t> items;
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stop_) break;
+    }
+    items.clear();
+    items.push_back({nullptr, wake_fd_, ZMQ_POLLIN, 0});
+    items.push_back({static_cast<void*>(sched_), 0, ZMQ_POLLIN, 0});
+    for (auto& s : servers_) items.push_back({static_cast<void*>(s), 0, ZMQ_POLLIN, 0});
+    double wait = std::min(next_hb, next_scan) - NowSec();
+    if (wait < 0) wait = 0;
+    try {
+      zmq::poll(items.data(), items.size(), std::chrono::milliseconds(static_cast<long>(wait * 1000)));
+    } catch (const zmq::error_t& e) {
+      if (e.num() != EINTR) Log("poll failed: %s", e.what());
+    }
+    if (items[0].revents & ZMQ_POLLIN) {
+      uint64_t v;
+      if (read(wake_fd_, &v, sizeof(v)) < 0) {
+      }
+    }
+    SendQueued();
+    for (;;) {
+      Message m;
+      bool ok = false;
+      std::string why;
+      if (!RecvMessage(sched_, false, &m, &ok, &why)) break;
+      if (!ok) {
+        Log("dropped a malformed message from the scheduler: %s", why.c_str());
+        continue;
+      }
+      last_sched_ = NowSec();
+      HandleScheduler(m);
+    }
+    for (int s = 0; s < num_servers_; ++s) {
+      for (int budget = 0; budget < 1024; ++budget) {
+        Message m;
+        bool ok = false;
+        std::string why;
+        if (!RecvMessage(servers_[static_cast<size_t>(s)], false, &m, &ok, &why)) break;
+        if (!ok) {
+          Log("dropped a malformed message from server %d: %s", s, why.c_str());
+          continue;
+        }
+        HandleReply(s, m);
+      }
+    }
+    const double now = NowSec();
+    if (now >= next_hb) {
+      SendMessage(sched_, nullptr, Header(MsgType::kHeartbeat), "", OutPayload{});
+      next_hb = now + cfg_.heartbeat_interval_sec;
+    }
+    if (now >= next_scan) {
+      next_scan = now + 0.1;
+      bool newly_dead = false;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!scheduler_dead_ && now - last_sched_ > cfg_.heartbeat_timeout_sec) {
+          scheduler_dead_ = true;
+          newly_dead = true;
+        }
+      }
+      if (newly_dead) {
+        const std::string why = StrFormat("the scheduler sent nothing for %.1f s and is considered dead",
+                                          now - last_sched_);
+        Log("%s", why.c_str());
+        // Control requests to the scheduler can no longer complete.
+        for (auto it = outstanding_.begin(); it != outstanding_.end();) {
+          if (it->second.dest == -1) {
+            Outstanding o = std::move(it->second);
+            it = outstanding_.erase(it);
+            CompletePart(o, KV_ERR_PEER_DEAD, why, nullptr);
+          } else {
+            ++it;
+          }
+        }
+      }
+      CheckDeadlines();
+    }
+  }
+  // Stopping: whatever is still outstanding fails (the store is being destroyed).
+  FailAll(KV_ERR_NETWORK, "the store was closed before the reply arrived");
+}
+
+void WorkerStore::SendQueued() {
+  for (;;) {
+    OutMsg m;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (queue_.empty()) return;
+      auto top = queue_.begin();
+      std::pair<int64_t, uint64_t> qk = top->first;
+      const uint64_t ok = top->second.order_key;
+      if (ok != 0) {
+        auto& fifo = per_key_[ok];
+        qk = fifo.front();  // the oldest request of this key goes first
+        fifo.pop_front();
+        if (fifo.empty()) per_key_.erase(ok);
+      }
+      auto it = queue_.find(qk);
+      m = std::move(it->second);
+      queue_.erase(it);
+    }
+    SendOne(m);
+  }
+}
+
+void WorkerStore::SendOne(OutMsg& m) {
+  const uint64_t id = next_req_++;
+  m.h.req_id = id;
+  Outstanding o;
+  o.op = m.op;
+  o.waiter = m.waiter;
+  o.dest = m.dest;
+  o.part = m.part;
+  o.type = static_cast<MsgType>(m.h.type);
+  const bool control = m.dest < 0 || !m.op;
+  double t = cfg_.timeout_sec > 0 ? cfg_.timeout_sec + cfg_.heartbeat_timeout_sec + 2 : 0;
+  o.deadline = DeadlineAfter(t);
+  if (m.dest >= 0) {
+    bool dead;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      dead = server_dead_[static_cast<size_t>(m.dest)];
+    }
+    if (dead) {
+      CompletePart(o, KV_ERR_PEER_DEAD,
+                   StrFormat("server %d is dead; %s of key %s cannot complete", m.dest,
+                             MsgTypeName(m.h.type), m.op ? m.op->meta->display.c_str() : "-"),
+                   nullptr);
+      return;
+    }
+  }
+  const bool needs_reply = !(m.dest < 0 && m.h.type == static_cast<uint16_t>(MsgType::kHeartbeat));
+  (void)control;
+  if (needs_reply) outstanding_.emplace(id, o);
+  zmq::socket_t& sock = m.dest < 0 ? sched_ : servers_[static_cast<size_t>(m.dest)];
+  if (cfg_.verbose >= 2) Log("send %s to %s", MsgTypeName(m.h.type),
+                             m.dest < 0 ? "scheduler" : NodeName(Role::kServer, m.dest).c_str());
+  if (!SendMessage(sock, nullptr, m.h, m.str, m.payload) && needs_reply) {
+    Outstanding failed = std::move(outstanding_[id]);
+    outstanding_.erase(id);
+    CompletePart(failed, KV_ERR_NETWORK, StrFormat("sending %s failed", MsgTypeName(m.h.type)), nullptr);
+  }
+}
+
+void WorkerStore::HandleScheduler(Message& m) {
+  const auto type = static_cast<MsgType>(m.h.type);
+  switch (type) {
+    case MsgType::kHeartbeatAck:
+      return;
+    case MsgType::kNodeDead: {
+      Log("%s", m.str.c_str());
+      const int rank = static_cast<int>(m.h.key);
+      if (m.h.arg == static_cast<int32_t>(Role::kServer) && rank >= 0 && rank < num_servers_) {
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          server_dead_[static_cast<size_t>(rank)] = true;
+        }
+        FailServer(rank, KV_ERR_PEER_DEAD, m.str);
+      } else if (m.h.arg == static_cast<int32_t>(Role::kWorker) && rank >= 0 && rank < num_workers_) {
+        std::lock_guard<std::mutex> lock(mu_);
+        worker_dead_[static_cast<size_t>(rank)] = true;
+      }
+      return;
+    }
+    case MsgType::kAbort:
+      Log("the scheduler aborted the job: %s", m.str.c_str());
+      FailAll(KV_ERR_PEER_DEAD, "the scheduler aborted the job: " + m.str);
+      return;
+    case MsgType::kBarrierDone:
+    case MsgType::kFinishAck:
+    case MsgType::kQueryDeadReply: {
+      auto it = outstanding_.find(m.h.req_id);
+      if (it == outstanding_.end() || it->second.dest != -1) {
+        Log("dropped %s for unknown request %" PRIu64, MsgTypeName(m.h.type), m.h.req_id);
+        return;
+      }
+      Outstanding o = std::move(it->second);
+      outstanding_.erase(it);
+      if (o.waiter) {
+        o.waiter->Complete(m.h.status, m.str, type == MsgType::kQueryDeadReply ? m.h.key : 0);
+      }
+      return;
+    }
+    default:
+      Log("dropped unexpected %s from the scheduler", MsgTypeName(m.h.type));
+  }
+}
+
+void WorkerStore::HandleReply(int server, Message& m) {
+  if (m.h.type != static_cast<uint16_t>(MsgType::kReply)) {
+    Log("dropped unexpected %s from server %d", MsgTypeName(m.h.type), server);
+    return;
+  }
+  auto it = outstanding_.find(m.h.req_id);
+  if (it == outstanding_.end() || it->second.dest != server) {
+    Log("dropped a reply from server %d for unknown request %" PRIu64, server, m.h.req_id);
+    return;
+  }
+  Outstanding o = std::move(it->second);
+  outstanding_.erase(it);
+  CompletePart(o, m.h.status, m.str, &m);
+}
+
+// Completes one part of an operation (or one control request). `reply` is the server's
+// reply for successful pulls and pushpulls.
+void WorkerStore::CompletePart(Outstanding& o, int status, const std::string& msg,
+                               const Message* reply) {
+  if (!o.op) {
+    if (o.waiter) o.waiter->Complete(status, msg);
+    return;
+  }
+  Op& op = *o.op;
+  const KeyMeta& km = *op.meta;
+  if (status == 0 && (op.type == MsgType::kPull || op.type == MsgType::kPushPull)) {
+    const size_t esize = DTypeSize(km.dtype);
+    const size_t want = static_cast<size_t>(o.part.count) * esize;
+    if (reply == nullptr || reply->payload.size() != want || reply->h.offset != o.part.offset ||
+        reply->h.count != o.part.count || reply->h.dtype != km.dtype) {
+      status = KV_ERR_PROTOCOL;
+    } else if (want > 0) {
+      const size_t off = static_cast<size_t>(o.part.offset) * esize;
+      if (op.staging) std::memcpy(static_cast<char*>(op.staging->data()) + off, reply->payload.data(), want);
+      for (Array* out : op.outs) {
+        if (out->ctx().is_cpu()) std::memcpy(static_cast<char*>(out->data()) + off, reply->payload.data(), want);
+      }
+    }
+    if (status != 0) {
+      op.status = status;
+      op.msg = StrFormat("key %s: server %d sent a malformed reply", km.display.c_str(), o.dest);
+    }
+  } else if (status != 0 && op.status == 0) {
+    op.status = status;
+    op.msg = msg.empty() ? StrFormat("%s of key %s failed on server %d", MsgTypeName(static_cast<uint16_t>(op.type)),
+                                     km.display.c_str(), o.dest)
+                         : msg;
+  }
+  if (--op.remaining == 0) FinishOp(op);
+}
+
+void WorkerStore::FinishOp(Op& op) {
+  if (op.status == 0 && op.staging) {
+    for (Array* out : op.outs) {
+      if (out->ctx().is_cpu()) continue;
+      try {
+        std::unique_ptr<Array> shaped = Array::Create(out->shape(), out->dtype(), Context{});
+        std::memcpy(shaped->data(), op.staging->data(), op.staging->nbytes());
+        CopyArray(out, *shaped);
+      } catch (const Error& e) {
+        op.status = e.code();
+        op.msg = e.what();
+      }
+    }
+  }
+  for (Array* out : op.outs) out->EndPendingWrite(op.status, op.msg);
+  if (op.payload) op.payload->in_flight.fetch_sub(1, std::memory_order_acq_rel);
+  if (op.waiter) op.waiter->Complete(op.status, op.msg);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (op.status != 0 && op.outs.empty() && !op.waiter && async_status_ == 0) {
+    async_status_ = op.status;
+    async_msg_ = op.msg;
+  }
+  if (--inflight_ops_ == 0) idle_cv_.notify_all();
+}
+
+void WorkerStore::CheckDeadlines() {
+  const double now = NowSec();
+  std::vector<uint64_t> expired;
+  for (const auto& e : outstanding_) {
+    if (now > e.second.deadline) expired.push_back(e.first);
+  }
+  for (uint64_t id : expired) {
+    Outstanding o = std::move(outstanding_[id]);
+    outstanding_.erase(id);
+    const std::string who = o.dest < 0 ? "the scheduler" : NodeName(Role::kServer, o.dest);
+    const std::string what = o.op ? StrFormat("%s of key %s", MsgTypeName(static_cast<uint16_t>(o.type)),
+                                              o.op->meta->display.c_str())
+                                  : MsgTypeName(static_cast<uint16_t>(o.type));
+    CompletePart(o, KV_ERR_TIMEOUT,
+                 StrFormat("worker %d: no reply from %s for %s within %.0f s", rank_, who.c_str(),
+                           what.c_str(), cfg_.timeout_sec + cfg_.heartbeat_timeout_sec + 2),
+                 nullptr);
+  }
+}
+
+void WorkerStore::FailServer(int server, int code, const std::string& why) {
+  for (auto it = outstanding_.begin(); it != outstanding_.end();) {
+    if (it->second.dest == server) {
+      Outstanding o = std::move(it->second);
+      it = outstanding_.erase(it);
+      const std::string what = o.op ? StrFormat("%s of key %s: ", MsgTypeName(static_cast<uint16_t>(o.type)),
+                                                o.op->meta->display.c_str())
+                                    : std::string();
+      CompletePart(o, code, what + why, nullptr);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void WorkerStore::FailAll(int code, const std::string& why) {
+  // Queued but unsent requests first, then the outstanding ones.
+  std::vector<OutMsg> queued;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& q : queue_) queued.push_back(std::move(q.second));
+    queue_.clear();
+    per_key_.clear();
+  }
+  for (auto& m : queued) {
+    Outstanding o;
+    o.op = m.op;
+    o.waiter = m.waiter;
+    o.dest = m.dest;
+    o.part = m.part;
+    o.type = static_cast<MsgType>(m.h.type);
+    CompletePart(o, code, why, nullptr);
+  }
+  std::unordered_map<uint64_t, Outstanding> all;
+  all.swap(outstanding_);
+  for (auto& e : all) CompletePart(e.second, code, why, nullptr);
+}
+
+}  // namespace
+
+std::unique_ptr<Store> CreateWorkerStore(const std::string& type, const Config& cfg) {
+  return std::make_unique<WorkerStore>(type, cfg);
+}
+
+}  // namespace dist
+}  // namespace kvstore
