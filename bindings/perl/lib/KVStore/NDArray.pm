@@ -1,0 +1,441 @@
+package KVStore::NDArray;
+
+# An n-dimensional array of the library (row-major, one dtype, one device context).
+#
+#   my $a = mx->nd->ones([2, 3]) * 2;                       # float32 on cpu(0)
+#   my $b = mx->nd->zeros([2, 3], ctx => mx->cpu(1), dtype => 'float64');
+#   $b += $a->astype('float64');  print $b->aspdl;
+#
+# Ownership: an object made here owns its library array and frees it in DESTROY, i.e. as
+# soon as the last Perl reference goes away. Objects that an updater receives (its $input and
+# $stored) are views: they borrow the store's arrays, are never freed by Perl, and are
+# detached when the updater returns (using one later croaks instead of touching freed
+# memory). Assignment shares the object (`$b = $a; $b += 1` changes $a as well), which is
+# what makes `$stored += ...` inside an updater write the store.
+#
+# dtypes: float32 (default), float64, float16, uint8, int32, int64.
+
+use strict;
+use warnings;
+
+use Scalar::Util qw(blessed looks_like_number);
+
+use KVStore::Raw ();
+use KVStore::Error;
+use KVStore::Context;
+
+my %DTYPE_CODE = (
+  float32 => $KVStore::Raw::KV_FLOAT32,
+  float64 => $KVStore::Raw::KV_FLOAT64,
+  float16 => $KVStore::Raw::KV_FLOAT16,
+  uint8   => $KVStore::Raw::KV_UINT8,
+  int32   => $KVStore::Raw::KV_INT32,
+  int64   => $KVStore::Raw::KV_INT64,
+);
+my %DTYPE_NAME = reverse %DTYPE_CODE;
+# pack() letter of the host representation (float16 travels as float32, see _pack).
+my %PACK = (float32 => 'f', float64 => 'd', float16 => 'f', uint8 => 'C', int32 => 'l',
+            int64 => 'q');
+# Integer ranges enforced before packing (pack would wrap silently).
+my %INT_RANGE = (uint8 => [0, 255], int32 => [-2**31, 2**31 - 1],
+                 int64 => [-9223372036854775808, 9223372036854775807]);
+# PDL type of aspdl per dtype (PDL has no half type: float16 comes out as float).
+my %PDL_TYPE = (float32 => 'float', float64 => 'double', float16 => 'float', uint8 => 'byte',
+                int32 => 'long', int64 => 'longlong');
+# dtype of array() for a PDL input, by PDL type name.
+my %DTYPE_OF_PDL = (float => 'float32', double => 'float64', byte => 'uint8', long => 'int32',
+                    longlong => 'int64');
+
+my %OP = (add => $KVStore::Raw::KV_OP_ADD, sub => $KVStore::Raw::KV_OP_SUB,
+          mul => $KVStore::Raw::KV_OP_MUL, div => $KVStore::Raw::KV_OP_DIV);
+my %OP_SYMBOL = (add => '+', sub => '-', mul => '*', div => '/');
+
+use overload
+  '+'      => sub { $_[0]->_binary('add', $_[1], $_[2]) },
+  '-'      => sub { $_[0]->_binary('sub', $_[1], $_[2]) },
+  '*'      => sub { $_[0]->_binary('mul', $_[1], $_[2]) },
+  '/'      => sub { $_[0]->_binary('div', $_[1], $_[2]) },
+  '+='     => sub { $_[0]->_inplace('add', $_[1]) },
+  '-='     => sub { $_[0]->_inplace('sub', $_[1]) },
+  '*='     => sub { $_[0]->_inplace('mul', $_[1]) },
+  '/='     => sub { $_[0]->_inplace('div', $_[1]) },
+  'neg'    => sub { $_[0]->_binary('sub', 0, 1) },
+  '""'     => sub { $_[0]->_describe },
+  'bool'   => sub { 1 },
+  '='      => sub { $_[0] },
+  fallback => undef;
+
+# ---------------------------------------------------------------------------------------
+# Construction
+
+sub _options {
+  my ($what, @rest) = @_;
+  KVStore::Error->invalid("$what: options must be name => value pairs") if @rest % 2;
+  my %o = @rest;
+  for my $k (keys %o) {
+    KVStore::Error->invalid("$what: unknown option '$k' (known: ctx, dtype)")
+      unless $k eq 'ctx' || $k eq 'dtype';
+  }
+  my $dtype = $o{dtype} // 'float32';
+  KVStore::Error->invalid("$what: unknown dtype '$dtype' (known: "
+      . join(', ', sort keys %DTYPE_CODE) . ')')
+    unless !ref $dtype && exists $DTYPE_CODE{$dtype};
+  my $ctx = $o{ctx} // KVStore::Context->cpu(0);
+  KVStore::Error->invalid("$what: ctx must be a context such as mx->cpu(0), got '$ctx'")
+    unless blessed $ctx && $ctx->isa('KVStore::Context');
+  return ($dtype, $ctx);
+}
+
+sub _shape_arg {
+  my ($what, $shape) = @_;
+  $shape = [$shape] if defined $shape && !ref $shape && $shape =~ /\A[0-9]+\z/;
+  KVStore::Error->invalid("$what: shape must be an array ref of non-negative integers, got '"
+      . ($shape // 'undef') . "'")
+    unless ref $shape eq 'ARRAY' && !grep { !defined || ref || !/\A[0-9]+\z/ } @$shape;
+  return [map { 0 + $_ } @$shape];
+}
+
+# A new owning object around a fresh library array.
+sub _create {
+  my ($class, $shape, $dtype, $ctx) = @_;
+  my ($rc, $h) = KVStore::Raw::KVArrayCreate($shape, $DTYPE_CODE{$dtype}, $ctx->_placement);
+  KVStore::Error->check($rc);
+  return bless { handle => $h }, ref $class || $class;
+}
+
+sub empty {
+  my ($class, $shape, @opt) = @_;
+  return $class->_create(_shape_arg('empty', $shape), _options('empty', @opt));
+}
+
+sub zeros {
+  my ($class, $shape, @opt) = @_;
+  return $class->_create(_shape_arg('zeros', $shape), _options('zeros', @opt));
+}
+
+sub ones { my ($class, $shape, @opt) = @_; return $class->full($shape, 1, @opt) }
+
+sub full {
+  my ($class, $shape, $value, @opt) = @_;
+  KVStore::Error->invalid("full: the fill value must be a number, got '" . ($value // 'undef')
+      . "'")
+    unless _is_number($value);
+  my $self = $class->_create(_shape_arg('full', $shape), _options('full', @opt));
+  $self->fill($value);
+  return $self;
+}
+
+# From nested array refs, a plain number (rank 0), or a PDL piddle (whose dims are reversed
+# into row-major order; its type gives the default dtype).
+sub array {
+  my ($class, $data, @opt) = @_;
+  if (blessed $data && $data->isa('PDL')) {
+    my $default = $DTYPE_OF_PDL{ '' . $data->type } // 'float32';
+    my ($dtype, $ctx) = _options('array', dtype => $default, @opt);
+    my $self = $class->_create([reverse $data->dims], $dtype, $ctx);
+    my $p = $data->convert(PDL::Type->new($PDL_TYPE{$dtype}))->copy;
+    my $bytes = ${ $p->get_dataref };
+    $bytes = KVStore::Raw::kvperl_float_to_half($bytes) if $dtype eq 'float16';
+    $self->_from_bytes($bytes);
+    return $self;
+  }
+  my ($dtype, $ctx) = _options('array', @opt);
+  my (@shape, @flat);
+  _flatten('array', $data, 0, \@shape, \@flat);
+  my $self = $class->_create(\@shape, $dtype, $ctx);
+  $self->_from_bytes(_pack($dtype, \@flat));
+  return $self;
+}
+
+sub _flatten {
+  my ($what, $data, $depth, $shape, $flat) = @_;
+  if (ref $data eq 'ARRAY') {
+    if (@$shape <= $depth) {
+      KVStore::Error->invalid("$what: data is ragged at depth $depth") if $depth > @$shape;
+      push @$shape, scalar @$data;
+      # An empty list fixes the remaining dims at its depth.
+    }
+    elsif ($shape->[$depth] != @$data) {
+      KVStore::Error->invalid("$what: data is ragged: a list of $shape->[$depth] elements and "
+          . "one of " . scalar(@$data) . " at depth $depth");
+    }
+    _flatten($what, $_, $depth + 1, $shape, $flat) for @$data;
+    return;
+  }
+  KVStore::Error->invalid("$what: data is ragged at depth $depth") if $depth != @$shape;
+  KVStore::Error->invalid("$what: element '" . ($data // 'undef') . "' is not a number")
+    unless _is_number($data);
+  push @$flat, $data;
+}
+
+sub _pack {
+  my ($dtype, $values) = @_;
+  if (my $range = $INT_RANGE{$dtype}) {
+    for my $v (@$values) {
+      KVStore::Error->invalid("value $v is out of range for $dtype")
+        if $v < $range->[0] || $v > $range->[1] || $v != $v;
+    }
+  }
+  my $bytes = pack "$PACK{$dtype}*", @$values;
+  $bytes = KVStore::Raw::kvperl_float_to_half($bytes) if $dtype eq 'float16';
+  return $bytes;
+}
+
+# ---------------------------------------------------------------------------------------
+# Handle, lifetime
+
+# The library handle; croaks for a view used after its updater returned.
+sub handle {
+  my ($self) = @_;
+  my $h = $self->{handle};
+  return $h if defined $h;
+  KVStore::Error->invalid('this NDArray was passed to an updater and is valid only during '
+      . 'that call');
+}
+
+sub is_view { $_[0]{view} ? 1 : 0 }
+
+sub DESTROY {
+  my ($self) = @_;
+  return if $self->{view};
+  my $h = delete $self->{handle};
+  KVStore::Raw::KVArrayFree($h) if defined $h;
+}
+
+# Objects are not copied into new Perl threads (the copy would free the array twice).
+sub CLONE_SKIP { 1 }
+
+# ---------------------------------------------------------------------------------------
+# Properties
+
+sub shape {
+  my ($self) = @_;
+  my ($rc, $dims) = KVStore::Raw::KVArrayGetShape($self->handle);
+  KVStore::Error->check($rc);
+  return $dims;
+}
+
+sub ndim { scalar @{ $_[0]->shape } }
+
+sub size {
+  my ($self) = @_;
+  my ($rc, $n) = KVStore::Raw::KVArrayGetSize($self->handle);
+  KVStore::Error->check($rc);
+  return $n;
+}
+
+sub dtype {
+  my ($self) = @_;
+  my ($rc, $code) = KVStore::Raw::KVArrayGetDType($self->handle);
+  KVStore::Error->check($rc);
+  return $DTYPE_NAME{$code} // "dtype($code)";
+}
+
+sub context {
+  my ($self) = @_;
+  my ($rc, $type, $id) = KVStore::Raw::KVArrayGetContext($self->handle);
+  KVStore::Error->check($rc);
+  return KVStore::Context->_from_codes($type, $id);
+}
+
+sub _describe {
+  my ($self) = @_;
+  return '<KVStore::NDArray (updater view, no longer valid)>' unless defined $self->{handle};
+  return '<KVStore::NDArray ' . join('x', @{ $self->shape }) . ' @' . $self->context . '>';
+}
+
+# ---------------------------------------------------------------------------------------
+# Data in and out
+
+# The raw bytes of the array as the library stores them (float16: bit patterns).
+sub tobytes {
+  my ($self) = @_;
+  my ($rc, $bytes) = KVStore::Raw::KVArrayCopyToHost($self->handle);
+  KVStore::Error->check($rc);
+  return $bytes;
+}
+
+sub _from_bytes {
+  my ($self, $bytes) = @_;
+  KVStore::Error->check(KVStore::Raw::KVArrayCopyFromHost($self->handle, $bytes));
+  return $self;
+}
+
+# Replaces the contents: nested array refs / a flat array ref of `size` numbers / a PDL.
+sub set {
+  my ($self, $data) = @_;
+  my $dtype = $self->dtype;
+  if (blessed $data && $data->isa('PDL')) {
+    my $src = __PACKAGE__->array($data, dtype => $dtype);
+    KVStore::Error->check(KVStore::Raw::KVArrayCopy($self->handle, $src->handle));
+    return $self;
+  }
+  my (@shape, @flat);
+  _flatten('set', $data, 0, \@shape, \@flat);
+  KVStore::Error->invalid('set: ' . scalar(@flat) . ' values for an array of ' . $self->size
+      . ' elements')
+    if @flat != $self->size;
+  return $self->_from_bytes(_pack($dtype, \@flat));
+}
+
+# The elements as a flat list of Perl numbers, row-major.
+sub aslist {
+  my ($self) = @_;
+  my $dtype = $self->dtype;
+  my $bytes = $self->tobytes;
+  $bytes = KVStore::Raw::kvperl_half_to_float($bytes) if $dtype eq 'float16';
+  return unpack "$PACK{$dtype}*", $bytes;
+}
+
+# Nested array refs of the shape (a plain number for rank 0).
+sub asarray {
+  my ($self) = @_;
+  my @v = $self->aslist;
+  my @shape = @{ $self->shape };
+  return $v[0] unless @shape;
+  for my $d (reverse @shape[1 .. $#shape]) {
+    my @rows;
+    push @rows, [splice @v, 0, $d] while @v;
+    @v = @rows;
+  }
+  return [@v];
+}
+
+sub asscalar {
+  my ($self) = @_;
+  KVStore::Error->invalid('asscalar: the array has ' . $self->size . ' elements, not 1')
+    unless $self->size == 1;
+  return ($self->aslist)[0];
+}
+
+# A PDL piddle with the values: float for float32 (and float16), double for float64, byte,
+# long, longlong; dims reversed from the row-major shape, so a (2,3) array prints as
+# [ [a b c] [d e f] ].
+sub aspdl {
+  my ($self) = @_;
+  eval { require PDL::Lite; 1 }
+    or KVStore::Error->throw($KVStore::Raw::KV_ERR_NOT_SUPPORTED,
+      'aspdl needs PDL (Debian package pdl)');
+  my $dtype = $self->dtype;
+  my $bytes = $self->tobytes;
+  $bytes = KVStore::Raw::kvperl_half_to_float($bytes) if $dtype eq 'float16';
+  my $p = PDL->new_from_specification(PDL::Type->new($PDL_TYPE{$dtype}),
+                                      reverse @{ $self->shape });
+  ${ $p->get_dataref } = $bytes;
+  $p->upd_data;
+  return $p;
+}
+
+# ---------------------------------------------------------------------------------------
+# Copies, fill, arithmetic
+
+sub fill {
+  my ($self, $value) = @_;
+  KVStore::Error->invalid("fill: value must be a number, got '" . ($value // 'undef') . "'")
+    unless _is_number($value);
+  KVStore::Error->check(KVStore::Raw::KVArrayFill($self->handle, 0 + $value));
+  return $self;
+}
+
+# A new array like this one (shape, dtype; context unless given).
+sub _like {
+  my ($self, %o) = @_;
+  return __PACKAGE__->_create($self->shape, $o{dtype} // $self->dtype,
+                              $o{ctx} // $self->context);
+}
+
+sub copy {
+  my ($self) = @_;
+  my $out = $self->_like;
+  KVStore::Error->check(KVStore::Raw::KVArrayCopy($out->handle, $self->handle));
+  return $out;
+}
+
+# copyto($other_array) copies into it; copyto($context) returns a copy on that device.
+sub copyto {
+  my ($self, $target) = @_;
+  if (blessed $target && $target->isa('KVStore::Context')) {
+    my $out = $self->_like(ctx => $target);
+    KVStore::Error->check(KVStore::Raw::KVArrayCopy($out->handle, $self->handle));
+    return $out;
+  }
+  KVStore::Error->invalid('copyto: target must be an NDArray or a context')
+    unless blessed $target && $target->isa(__PACKAGE__);
+  KVStore::Error->check(KVStore::Raw::KVArrayCopy($target->handle, $self->handle));
+  return $target;
+}
+
+sub as_in_context {
+  my ($self, $ctx) = @_;
+  return $self if $self->context == $ctx;
+  return $self->copyto($ctx);
+}
+
+# A copy converted to another dtype (through the host).
+sub astype {
+  my ($self, $dtype) = @_;
+  my ($d) = _options('astype', dtype => $dtype);
+  return $self->copy if $d eq $self->dtype;
+  my $out = $self->_like(dtype => $d);
+  $out->_from_bytes(_pack($d, [$self->aslist]));
+  return $out;
+}
+
+sub wait_to_read {
+  my ($self) = @_;
+  KVStore::Error->check(KVStore::Raw::KVArrayWaitToRead($self->handle));
+  return $self;
+}
+
+sub _is_number {
+  my ($v) = @_;
+  return defined $v && !ref $v && looks_like_number($v) && $v !~ /\A\s*\z/;
+}
+
+sub _binary {
+  my ($self, $op, $other, $swapped) = @_;
+  my $out = $self->_like;
+  if (blessed $other && $other->isa(__PACKAGE__)) {
+    my ($a, $b) = $swapped ? ($other, $self) : ($self, $other);
+    KVStore::Error->check(
+      KVStore::Raw::KVArrayBinary($OP{$op}, $a->handle, $b->handle, $out->handle));
+  }
+  elsif (_is_number($other)) {
+    if ($swapped) {    # scalar OP array: fill a full array with the scalar first
+      $out->fill($other);
+      KVStore::Error->check(
+        KVStore::Raw::KVArrayBinary($OP{$op}, $out->handle, $self->handle, $out->handle));
+    }
+    else {
+      KVStore::Error->check(
+        KVStore::Raw::KVArrayBinaryScalar($OP{$op}, $self->handle, 0 + $other, $out->handle));
+    }
+  }
+  else {
+    KVStore::Error->invalid("cannot apply '$OP_SYMBOL{$op}' to an NDArray and '"
+        . ($other // 'undef') . "'");
+  }
+  return $out;
+}
+
+sub _inplace {
+  my ($self, $op, $other) = @_;
+  if (blessed $other && $other->isa(__PACKAGE__)) {
+    KVStore::Error->check(
+      KVStore::Raw::KVArrayBinary($OP{$op}, $self->handle, $other->handle, $self->handle));
+  }
+  elsif (_is_number($other)) {
+    KVStore::Error->check(
+      KVStore::Raw::KVArrayBinaryScalar($OP{$op}, $self->handle, 0 + $other, $self->handle));
+  }
+  else {
+    KVStore::Error->invalid("cannot apply '$OP_SYMBOL{$op}=' to an NDArray and '"
+        . ($other // 'undef') . "'");
+  }
+  return $self;
+}
+
+# Known dtype names, for callers that validate their own input.
+sub dtypes { sort keys %DTYPE_CODE }
+
+1;

@@ -1,0 +1,316 @@
+package KVStore::Store;
+
+# A key-value store (what mx->kv->create returns).
+#
+#   my $kv = mx->kv->create('local');
+#   $kv->init(3, mx->nd->ones([2, 3]));
+#   $kv->push(3, [$g0, $g1]);                 # one value per device: summed
+#   $kv->pull(3, out => $a);                  # or out => [$a0, $a1]
+#   $kv->init([5, 7], [$x, $y]);              # lists of keys with one value (or list) each
+#   $kv->_set_updater(sub { my ($key, $input, $stored) = @_; $stored += $input });
+#
+# Keys are ints or strings. A key that looks like an integer (/^-?[0-9]+$/, within int range)
+# is an int key, anything else a string key; one store uses one kind (the library raises
+# KVStore::Error::KeyKindMismatch otherwise).
+#
+# The store is freed in DESTROY when the last reference goes away (or by ->close); freeing
+# it releases its updater, so the code ref (and whatever its closure holds) is released too.
+# An updater that dies makes push/pushpull die with that same exception; the stored value is
+# then left as it was before the call.
+
+use strict;
+use warnings;
+
+use Scalar::Util qw(blessed);
+
+use KVStore::Raw ();
+use KVStore::Error;
+use KVStore::NDArray;
+
+my $INT_KEY = qr/\A-?[0-9]+\z/;
+
+sub new {
+  my ($class, $type) = @_;
+  $type //= 'local';
+  KVStore::Error->invalid("create: the store type must be a string, got '$type'") if ref $type;
+  my ($rc, $h) = KVStore::Raw::KVStoreCreate($type);
+  KVStore::Error->check($rc);
+  return bless { handle => $h }, ref $class || $class;
+}
+
+sub create { my ($class, @args) = @_; return $class->new(@args) }
+
+sub _handle {
+  my ($self) = @_;
+  return $self->{handle} // KVStore::Error->throw($KVStore::Raw::KV_ERR_NULL_POINTER,
+    'this store has been closed');
+}
+
+# Frees the store now (DESTROY does it otherwise). Returns the library's status check.
+sub close {
+  my ($self) = @_;
+  my $h = delete $self->{handle};
+  return unless defined $h;
+  my $rc = KVStore::Raw::KVStoreFree($h);
+  my $message = $rc ? KVStore::Raw::KVGetLastError() : undef;
+  KVStore::Raw::kvperl_drain_releases();
+  KVStore::Error->throw($rc, $message) if $rc;
+  return;
+}
+
+sub DESTROY {
+  my ($self) = @_;
+  local ($@, $!, $?);
+  eval { $self->close; 1 } or warn "KVStore: freeing the store failed: $@\n";
+}
+
+sub CLONE_SKIP { 1 }
+
+# ---------------------------------------------------------------------------------------
+# Properties
+
+sub type {
+  my ($self) = @_;
+  my ($rc, $type) = KVStore::Raw::KVStoreGetType($self->_handle);
+  KVStore::Error->check($rc);
+  return $type;
+}
+
+sub rank {
+  my ($self) = @_;
+  my ($rc, $r) = KVStore::Raw::KVStoreGetRank($self->_handle);
+  KVStore::Error->check($rc);
+  return $r;
+}
+
+sub num_workers {
+  my ($self) = @_;
+  my ($rc, $n) = KVStore::Raw::KVStoreGetGroupSize($self->_handle);
+  KVStore::Error->check($rc);
+  return $n;
+}
+
+sub num_dead_node {
+  my ($self, $node_id, $timeout_sec) = @_;
+  my ($rc, $n) = KVStore::Raw::KVStoreGetNumDeadNode($self->_handle, $node_id // 7,
+                                                      $timeout_sec // 60);
+  KVStore::Error->check($rc);
+  return $n;
+}
+
+# ---------------------------------------------------------------------------------------
+# Keys and value lists
+
+sub _key_kind {
+  my ($key) = @_;
+  KVStore::Error->invalid('a key must be an int or a string, got '
+      . (defined $key ? "'$key'" : 'undef'))
+    if !defined $key || ref $key;
+  return ($key =~ $INT_KEY && $key >= -2**31 && $key <= 2**31 - 1) ? 'int' : 'str';
+}
+
+sub _array_handle {
+  my ($what, $v) = @_;
+  KVStore::Error->invalid("$what: expected an NDArray, got '" . ($v // 'undef') . "'")
+    unless blessed $v && $v->isa('KVStore::NDArray');
+  return $v->handle;
+}
+
+# ($key | [keys], $value | [values] | [[values]...]) -> (kind, [keys], [handles]) with each
+# key repeated once per value given for it.
+sub _pairs {
+  my ($what, $key, $value) = @_;
+  my (@keys, @handles);
+  my @groups;
+  if (ref $key eq 'ARRAY') {
+    KVStore::Error->invalid("$what: a list of keys needs a list of values")
+      unless ref $value eq 'ARRAY';
+    KVStore::Error->invalid("$what: " . scalar(@$key) . ' keys but ' . scalar(@$value)
+        . ' values')
+      unless @$key == @$value;
+    @groups = map { [$key->[$_], $value->[$_]] } 0 .. $#$key;
+  }
+  else {
+    @groups = ([$key, $value]);
+  }
+  my $kind;
+  for my $g (@groups) {
+    my ($k, $v) = @$g;
+    my $this = _key_kind($k);
+    $kind //= $this;
+    if ($this ne $kind) {
+      KVStore::Error->throw($KVStore::Raw::KV_ERR_KEY_KIND_MISMATCH,
+        "$what: key '$k' is a" . ($this eq 'int' ? 'n int' : ' string') . ' key but key '
+          . "'$groups[0][0]' of the same call is a" . ($kind eq 'int' ? 'n int' : ' string')
+          . ' key');
+    }
+    my @vs = ref $v eq 'ARRAY' ? @$v : ($v);
+    KVStore::Error->invalid("$what: no value given for key '$k'") unless @vs;
+    for my $one (@vs) {
+      CORE::push @keys, $k;
+      CORE::push @handles, _array_handle($what, $one);
+    }
+  }
+  return ($kind // 'int', \@keys, \@handles);
+}
+
+sub _named {
+  my ($what, $allowed, @rest) = @_;
+  KVStore::Error->invalid("$what: options must be name => value pairs") if @rest % 2;
+  my %o = @rest;
+  for my $k (keys %o) {
+    KVStore::Error->invalid("$what: unknown option '$k' (known: @$allowed)")
+      unless grep { $_ eq $k } @$allowed;
+  }
+  my $p = $o{priority} // 0;
+  KVStore::Error->invalid("$what: priority must be an integer, got '$p'")
+    unless !ref $p && $p =~ /\A-?[0-9]+\z/;
+  return \%o;
+}
+
+# Calls a data function; an updater's exception is rethrown as it was raised.
+sub _call {
+  my ($self, $fn, @args) = @_;
+  local $KVStore::Raw::CALLBACK_ERROR;
+  my $rc = $fn->(@args);
+  return if !$rc;
+  my $message = KVStore::Raw::KVGetLastError();
+  if ($rc == $KVStore::Raw::KV_ERR_CALLBACK && defined $KVStore::Raw::CALLBACK_ERROR) {
+    die $KVStore::Raw::CALLBACK_ERROR;
+  }
+  KVStore::Error->throw($rc, $message);
+}
+
+sub _fn {
+  my ($name, $kind) = @_;
+  no strict 'refs';
+  return \&{"KVStore::Raw::KVStore$name" . ($kind eq 'str' ? 'Str' : '')};
+}
+
+# ---------------------------------------------------------------------------------------
+# Data calls
+
+sub init {
+  my ($self, $key, $value) = @_;
+  my ($kind, $keys, $vals) = _pairs('init', $key, $value);
+  $self->_call(_fn('Init', $kind), $self->_handle, $keys, $vals);
+  return $self;
+}
+
+sub push {
+  my ($self, $key, $value, @opt) = @_;
+  my $o = _named('push', ['priority'], @opt);
+  my ($kind, $keys, $vals) = _pairs('push', $key, $value);
+  $self->_call(_fn('Push', $kind), $self->_handle, $keys, $vals, $o->{priority} // 0);
+  return $self;
+}
+
+sub pull {
+  my ($self, $key, @opt) = @_;
+  my $o = _named('pull', [qw(out priority ignore_sparse)], @opt);
+  KVStore::Error->invalid('pull: out => NDArray (or a list of them) is required')
+    unless defined $o->{out};
+  my ($kind, $keys, $outs) = _pairs('pull', $key, $o->{out});
+  $self->_call(_fn('Pull', $kind), $self->_handle, $keys, $outs, $o->{priority} // 0);
+  return $self;
+}
+
+# Push then pull in one call; without out => the values themselves receive the result.
+sub pushpull {
+  my ($self, $key, $value, @opt) = @_;
+  my $o = _named('pushpull', [qw(out priority)], @opt);
+  my ($kind, $vkeys, $vals) = _pairs('pushpull', $key, $value);
+  my (undef, $okeys, $outs) = _pairs('pushpull', $key, $o->{out} // $value);
+  $self->_call(_fn('PushPull', $kind), $self->_handle, $vkeys, $vals, $okeys, $outs,
+               $o->{priority} // 0);
+  return $self;
+}
+
+# Init then pull: a key can be broadcast once.
+sub broadcast {
+  my ($self, $key, $value, @opt) = @_;
+  my $o = _named('broadcast', [qw(out priority)], @opt);
+  KVStore::Error->invalid('broadcast: out => NDArray (or a list of them) is required')
+    unless defined $o->{out};
+  my ($kind, $vkeys, $vals) = _pairs('broadcast', $key, $value);
+  my (undef, $okeys, $outs) = _pairs('broadcast', $key, $o->{out});
+  $self->_call(_fn('Broadcast', $kind), $self->_handle, $vkeys, $vals, $okeys, $outs,
+               $o->{priority} // 0);
+  return $self;
+}
+
+# ---------------------------------------------------------------------------------------
+# Updaters, optimizer, synchronisation
+
+# Sets the updater: sub { my ($key, $input, $stored) = @_; ... } merging $input into $stored
+# in place (e.g. $stored += $input * 3). The same sub serves int keys and string keys (it gets
+# the string). undef restores the default (assign).
+sub _set_updater {
+  my ($self, $code) = @_;
+  KVStore::Error->invalid('_set_updater: the updater must be a code reference or undef')
+    if defined $code && ref $code ne 'CODE';
+  my $h = $self->_handle;
+  KVStore::Error->check(KVStore::Raw::KVStoreSetUpdater($h, $code));
+  KVStore::Error->check(KVStore::Raw::KVStoreSetStrUpdater($h, $code));
+  KVStore::Raw::kvperl_drain_releases();
+  return $self;
+}
+
+sub set_updater { my ($self, @args) = @_; return $self->_set_updater(@args) }
+
+# A built-in optimizer from a spec string ('sgd(learning_rate=0.1,momentum=0.9)'), or from
+# a name and a hash ref of parameters: set_optimizer(sgd => {learning_rate => 0.1}).
+sub set_optimizer {
+  my ($self, $spec, $params) = @_;
+  KVStore::Error->invalid('set_optimizer: the spec must be a string')
+    if !defined $spec || ref $spec;
+  if (defined $params) {
+    KVStore::Error->invalid('set_optimizer: parameters must be a hash ref')
+      unless ref $params eq 'HASH';
+    $spec .= '(' . join(',', map {"$_=$params->{$_}"} sort keys %$params) . ')';
+  }
+  KVStore::Error->check(KVStore::Raw::KVStoreSetOptimizer($self->_handle, $spec));
+  return $self;
+}
+
+sub _barrier {
+  my ($self) = @_;
+  KVStore::Error->check(KVStore::Raw::KVStoreBarrier($self->_handle));
+  return $self;
+}
+
+sub barrier { my ($self) = @_; return $self->_barrier }
+
+sub wait_all {
+  my ($self) = @_;
+  KVStore::Error->check(KVStore::Raw::KVStoreWaitAll($self->_handle));
+  return $self;
+}
+
+sub set_barrier_before_exit {
+  my ($self, $flag) = @_;
+  KVStore::Error->check(
+    KVStore::Raw::KVStoreSetBarrierBeforeExit($self->_handle, $flag ? 1 : 0));
+  return $self;
+}
+
+sub _send_command_to_servers {
+  my ($self, $head, $body) = @_;
+  KVStore::Error->check(
+    KVStore::Raw::KVStoreSendCommandToServers($self->_handle, $head, $body // ''));
+  return $self;
+}
+
+sub send_command_to_servers { my ($self, @args) = @_; return $self->_send_command_to_servers(@args) }
+
+# Server or scheduler process: blocks until the job ends. The controller (optional) gets
+# ($head, $body) for commands sent with send_command_to_servers.
+sub run_server {
+  my ($self, $controller) = @_;
+  KVStore::Error->invalid('run_server: the controller must be a code reference or undef')
+    if defined $controller && ref $controller ne 'CODE';
+  $self->_call(\&KVStore::Raw::KVStoreRunServer, $self->_handle, $controller);
+  return $self;
+}
+
+1;
