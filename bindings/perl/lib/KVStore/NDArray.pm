@@ -89,8 +89,8 @@ sub _options {
 sub _shape_arg {
   my ($what, $shape) = @_;
   $shape = [$shape] if defined $shape && !ref $shape && $shape =~ /\A[0-9]+\z/;
-  KVStore::Error->invalid("$what: shape must be an array ref of non-negative integers, got '"
-      . ($shape // 'undef') . "'")
+  KVStore::Error->invalid("$what: shape must be an array ref of non-negative integers, got "
+      . _show($shape))
     unless ref $shape eq 'ARRAY' && !grep { !defined || ref || !/\A[0-9]+\z/ } @$shape;
   return [map { 0 + $_ } @$shape];
 }
@@ -113,7 +113,10 @@ sub zeros {
   return $class->_create(_shape_arg('zeros', $shape), _options('zeros', @opt));
 }
 
-sub ones { my ($class, $shape, @opt) = @_; return $class->full($shape, 1, @opt) }
+sub ones {
+  my ($class, $shape, @opt) = @_;
+  return $class->_create(_shape_arg('ones', $shape), _options('ones', @opt))->fill(1);
+}
 
 sub full {
   my ($class, $shape, $value, @opt) = @_;
@@ -385,6 +388,13 @@ sub wait_to_read {
   my ($self) = @_;
   KVStore::Error->check(KVStore::Raw::KVArrayWaitToRead($self->handle));
   return $self;
+}
+
+sub _show {
+  my ($v) = @_;
+  return 'undef' unless defined $v;
+  return '[' . join(', ', map { _show($_) } @$v) . ']' if ref $v eq 'ARRAY';
+  return "'$v'";
 }
 
 sub _is_number {
