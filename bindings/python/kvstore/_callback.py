@@ -5,41 +5,67 @@ trampoline here catches the exception, remembers it for the calling thread and r
 non-zero; the library then fails the call with KV_ERR_CALLBACK (leaving the stored value as
 it was) and :func:`call` re-raises the remembered exception in the caller.
 
-Lifetime: a registration (the CFUNCTYPE trampoline and the Python callable) is kept in
-``_registry`` under an integer token, which is the ``user_data`` the library holds. The
-library calls the single free hook exactly once when the registration is replaced, cleared
-or the store is freed; the hook removes the entry, which drops the last reference to the
-trampoline. Nothing else keeps it alive, so a leak in that protocol is observable
-(``live_registrations()``).
+Lifetime: a registration (the CFUNCTYPE trampoline) is kept in ``_registry`` under an
+integer token, which is the ``user_data`` the library holds. The library calls the single
+free hook exactly once when the registration is replaced, cleared or the store is freed; the
+hook removes the entry, which drops the last reference to the trampoline. Nothing else keeps
+it alive, so a leak in that protocol is observable (``live_registrations()``).
+
+The Python updater itself is held by its store (an :class:`UpdaterCell` in the KVStore),
+and the trampoline reaches it through a weak reference. An updater that refers to its own
+store therefore forms an ordinary reference cycle that the garbage collector can reclaim
+(the store's finaliser frees the library store, whose free hooks then drop the
+trampolines), instead of being pinned forever by the module-level registry.
 """
 import ctypes
 import itertools
 import threading
+import weakref
 
 from ._lib import KVController, KVFreeFn, KVStrUpdater, KVUpdater
 from .errors import make_error
 
-__all__ = ["Registration", "make_updater", "FREE_HOOK", "call", "live_registrations",
+__all__ = ["Registration", "UpdaterCell", "make_updater", "make_controller", "FREE_HOOK", "call", "live_registrations",
            "free_hook_calls"]
 
 _registry = {}
 _tokens = itertools.count(1)
-_lock = threading.Lock()
+# Reentrant: a free hook can run on this thread while it holds the lock, when an allocation
+# under the lock triggers garbage collection that releases an unreachable store.
+_lock = threading.RLock()
 _pending = threading.local()
 _stats = {"free_hook_calls": 0}
+
+
+class UpdaterCell(object):
+    """Holds a Python updater for its store; registrations refer to it weakly."""
+
+    __slots__ = ("fn", "__weakref__")
+
+    def __init__(self, fn):
+        self.fn = fn
 
 
 class Registration(object):
     """One callable registered with the library (int or string updater, or controller)."""
 
-    __slots__ = ("token", "fn", "cfunc", "kind", "__weakref__")
+    __slots__ = ("token", "cfunc", "kind", "_fn", "_cell_ref", "__weakref__")
 
-    def __init__(self, fn, kind):
-        self.fn = fn
+    def __init__(self, kind, fn=None, cell=None):
         self.kind = kind
+        self._fn = fn
+        self._cell_ref = weakref.ref(cell) if cell is not None else None
         self.cfunc = None
         with _lock:
             self.token = next(_tokens)
+
+    @property
+    def fn(self):
+        """The Python callable (None once its store has dropped it)."""
+        if self._cell_ref is None:
+            return self._fn
+        cell = self._cell_ref()
+        return cell.fn if cell is not None else None
 
     @property
     def user_data(self):
@@ -77,20 +103,25 @@ def _remember(exc):
         _pending.exc = exc
 
 
-def make_updater(fn, array_box, str_keys):
-    """A Registration whose trampoline calls fn(key, recv, stored) with NDArrays of class
-    array_box[0] that borrow the library's handles for the duration of the call."""
-    reg = Registration(fn, "str_updater" if str_keys else "updater")
+def make_updater(cell, array_box, str_keys):
+    """A Registration whose trampoline calls cell.fn(key, recv, stored) with NDArrays of
+    class array_box[0] that borrow the library's handles for the duration of the call."""
+    reg = Registration("str_updater" if str_keys else "updater", cell=cell)
+    cell_ref = reg._cell_ref
 
     def trampoline(key, recv, stored, _user_data):
         try:
+            live = cell_ref()
+            if live is None:
+                raise RuntimeError("the updater was replaced, or its store released, while "
+                                   "a push was about to run it")
             if str_keys:
                 key = key.decode("utf-8") if key is not None else None
             cls = array_box[0]
             a = cls._borrow(recv)
             b = cls._borrow(stored)
             try:
-                fn(key, a, b)
+                live.fn(key, a, b)
             finally:
                 a._invalidate_borrowed()
                 b._invalidate_borrowed()
@@ -105,7 +136,7 @@ def make_updater(fn, array_box, str_keys):
 
 def make_controller(fn):
     """A Registration for KVStoreRunServer's controller fn(head, body)."""
-    reg = Registration(fn, "controller")
+    reg = Registration("controller", fn=fn)
 
     def trampoline(head, body, _user_data):
         try:

@@ -168,6 +168,8 @@ class KVStore(object):
         # Class of the arrays handed to updaters: the class of the arrays last used to
         # initialise keys (kvstore.np arrays for np-flavoured code).
         self._array_box = [NDArray]
+        # The Python updaters (UpdaterCells) by key kind; registrations refer to them weakly.
+        self._updaters = {}
         _live_stores.add(self)
 
     # -- lifetime ---------------------------------------------------------------------------
@@ -188,7 +190,10 @@ class KVStore(object):
         h, self._handle = self._handle, None
         if h:
             _live_stores.discard(self)
-            check_call(LIB.KVStoreFree(h))
+            try:
+                check_call(LIB.KVStoreFree(h))
+            finally:
+                self._updaters.clear()
 
     def __enter__(self):
         return self
@@ -283,16 +288,20 @@ class KVStore(object):
     # -- updaters ---------------------------------------------------------------------------
     def _register(self, setter, ctype, fn, str_keys):
         h = self.handle
+        slot = "str" if str_keys else "int"
         if fn is None:
             check_call(setter(h, ctype(), None, KVFreeFn()))
+            self._updaters.pop(slot, None)
             return None
-        reg = _callback.make_updater(fn, self._array_box, str_keys)
+        cell = _callback.UpdaterCell(fn)
+        reg = _callback.make_updater(cell, self._array_box, str_keys)
         reg.publish()
         try:
             check_call(setter(h, reg.cfunc, reg.user_data, _callback.FREE_HOOK))
         except BaseException:
             reg.withdraw()  # refused: the library did not take ownership
             raise
+        self._updaters[slot] = cell  # the store owns the Python callable
         return reg
 
     def _set_updater(self, updater):

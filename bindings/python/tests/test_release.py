@@ -176,3 +176,27 @@ def test_c14_borrowed_updater_arrays_are_invalid_after_the_call(store):
     for arr in kept:
         with pytest.raises(ValueError, match="lent to an updater"):
             arr.asnumpy()
+
+
+def test_c14_store_referenced_by_its_own_updater_is_collected():
+    """An updater closing over its store makes a reference cycle; the collector reclaims
+    it, and the library's free hooks release the registrations."""
+    live = _callback.live_registrations()
+    hooks = _callback.free_hook_calls()
+    s = kv.create("local")
+    s.init(1, nd.ones(2))
+    calls = []
+
+    def updater(key, input, stored):
+        calls.append(s.type)  # refers to the store
+        stored += input
+
+    s._set_updater(updater)
+    s.push(1, nd.ones(2))
+    assert calls == ["local"]
+    store_ref = weakref.ref(s)
+    del s, updater
+    gc.collect()
+    assert store_ref() is None
+    assert _callback.free_hook_calls() == hooks + 2
+    assert _callback.live_registrations() == live
