@@ -55,10 +55,6 @@ def _key_kind(key, where):
                     % (where, type(key).__name__, key))
 
 
-def _is_array(v):
-    return isinstance(v, (NDArray, numpy.ndarray))
-
-
 class _Batch(object):
     """Flattened parallel keys/arrays of one call, in C form."""
 
