@@ -225,7 +225,9 @@ class LocalStore final : public Store {
     std::vector<PushGroup> groups;
     for (int i = 0; i < keys.size; ++i) {
       Entry* e = entries[i];
-      CheckShapeDType(e->shape, e->dtype, *vals[i], "push to key " + KeyName(*e));
+      if (e->shape != vals[i]->shape() || e->dtype != vals[i]->dtype()) {  // message built on failure only
+        CheckShapeDType(e->shape, e->dtype, *vals[i], "push to key " + KeyName(*e));
+      }
       auto it = std::find_if(groups.begin(), groups.end(), [&](const PushGroup& g) { return g.entry == e; });
       if (it == groups.end()) groups.push_back(PushGroup{e, {vals[i]}});
       else it->vals.push_back(vals[i]);
@@ -238,8 +240,11 @@ class LocalStore final : public Store {
     std::vector<PullItem> items;
     items.reserve(entries.size());
     for (int i = 0; i < keys.size; ++i) {
-      CheckShapeDType(entries[i]->shape, entries[i]->dtype, *outs[i], "pull of key " + KeyName(*entries[i]));
-      items.push_back(PullItem{entries[i], outs[i]});
+      Entry* e = entries[i];
+      if (e->shape != outs[i]->shape() || e->dtype != outs[i]->dtype()) {
+        CheckShapeDType(e->shape, e->dtype, *outs[i], "pull of key " + KeyName(*e));
+      }
+      items.push_back(PullItem{e, outs[i]});
     }
     return items;
   }
