@@ -7,7 +7,6 @@ objects as soon as they become unreachable). A zero-copy numpy view from
 still in use releases the handle when the last view is gone instead of leaving the view
 dangling.
 """
-import ctypes
 import numbers
 from ctypes import byref, c_int, c_int64, c_size_t, c_void_p
 

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 import kvstore
-from conftest import PACKAGE_ROOT, REPO_ROOT
+from conftest import PACKAGE_ROOT
 
 SHOW = ("import kvstore; print(kvstore.LIBRARY_PATH); print(kvstore.__file__); "
         "print(kvstore.kv.create('local').type)")

@@ -8,7 +8,6 @@ import weakref
 import numpy
 import pytest
 
-import kvstore
 from kvstore import _callback, kv, nd
 from conftest import rss_kib
 
@@ -187,8 +186,8 @@ def test_c14_store_referenced_by_its_own_updater_is_collected():
     s.init(1, nd.ones(2))
     calls = []
 
-    def updater(key, input, stored):
-        calls.append(s.type)  # refers to the store
+    def updater(key, input, stored, store=s):
+        calls.append(store.type)  # refers to the store (through its defaults)
         stored += input
 
     s._set_updater(updater)
