@@ -18,7 +18,7 @@ package KVStore::NDArray;
 use strict;
 use warnings;
 
-use Scalar::Util qw(blessed looks_like_number);
+use Scalar::Util qw(blessed looks_like_number refaddr);
 
 use KVStore::Raw ();
 use KVStore::Error;
@@ -63,7 +63,19 @@ use overload
   '""'     => sub { $_[0]->_describe },
   'bool'   => sub { 1 },
   '='      => sub { $_[0] },
-  fallback => undef;
+  '=='     => sub { _same_array($_[0], $_[1]) },
+  'eq'     => sub { _same_array($_[0], $_[1]) },
+  '!='     => sub { !_same_array($_[0], $_[1]) },
+  'ne'     => sub { !_same_array($_[0], $_[1]) },
+  fallback => 1;
+
+# == and eq: the same library array (an updater's view equals nothing once detached).
+sub _same_array {
+  my ($x, $y) = @_;
+  return '' unless blessed $y && $y->isa(__PACKAGE__);
+  return refaddr($x) == refaddr($y) if !defined $x->{handle} || !defined $y->{handle};
+  return ${ $x->{handle} } == ${ $y->{handle} };
+}
 
 # ---------------------------------------------------------------------------------------
 # Construction
