@@ -21,6 +21,7 @@
 
 #include "core/array.h"
 #include "core/dtype.h"
+#include "comm/cpu/worker_pool.h"
 #include "core/error.h"
 #include "optimizer/optimizer.h"
 #include "optimizer/spec.h"
@@ -289,18 +290,21 @@ class OptimizerUpdater final : public Updater {
       : def_(def), hyper_(hyper), num_slots_(NumSlots(def.kind, hyper)) {}
 
   void Update(int key, const char* str_key, Array* recv, Array* stored) override {
-    const std::string key_name = str_key ? StrFormat("\"%s\"", str_key) : StrFormat("%d", key);
     KV_CHECK(recv != nullptr && stored != nullptr, KV_ERR_NULL_POINTER,
-             "optimizer %s: key %s: null array", def_.name, key_name.c_str());
-    CheckSameShapeDType(*stored, *recv, StrFormat("gradient of key %s", key_name.c_str()));
+             "optimizer %s: key %s: null array", def_.name, KeyName(key, str_key).c_str());
+    if (recv->shape() != stored->shape() || recv->dtype() != stored->dtype()) {
+      CheckSameShapeDType(*stored, *recv,
+                          StrFormat("gradient of key %s", KeyName(key, str_key).c_str()));
+    }
     const int dtype = stored->dtype();
     if (IsIntegerDType(dtype)) {
       KV_CHECK(def_.kind == Kind::kTest && hyper_.rescale_grad == 1, KV_ERR_NOT_SUPPORTED,
                "optimizer %s cannot update key %s of integer dtype %s (only test with "
-               "rescale_grad=1 can)", def_.name, key_name.c_str(), DTypeName(dtype));
+               "rescale_grad=1 can)", def_.name, KeyName(key, str_key).c_str(),
+               DTypeName(dtype));
     }
 
-    KeyState* state = GetState(key, str_key, key_name, *stored);
+    KeyState* state = GetState(key, str_key, *stored);
     std::lock_guard<std::mutex> lock(state->mu);
     if (stored->ctx().is_cpu() && recv->ctx().is_cpu()) {
       Apply(state, recv->data(), stored->data());
@@ -332,8 +336,11 @@ class OptimizerUpdater final : public Updater {
  private:
   using StateKey = std::tuple<bool, int, std::string>;
 
-  KeyState* GetState(int key, const char* str_key, const std::string& key_name,
-                     const Array& stored) {
+  static std::string KeyName(int key, const char* str_key) {
+    return str_key ? StrFormat("\"%s\"", str_key) : StrFormat("%d", key);
+  }
+
+  KeyState* GetState(int key, const char* str_key, const Array& stored) {
     StateKey sk = str_key ? StateKey(true, 0, str_key) : StateKey(false, key, std::string());
     std::lock_guard<std::mutex> lock(mu_);
     std::unique_ptr<KeyState>& slot = states_[sk];
@@ -354,11 +361,11 @@ class OptimizerUpdater final : public Updater {
     }
     KV_CHECK(slot->dtype == stored.dtype(), KV_ERR_DTYPE_MISMATCH,
              "optimizer %s: the state of key %s was created for dtype %s but the stored value "
-             "is now %s", def_.name, key_name.c_str(), DTypeName(slot->dtype),
+             "is now %s", def_.name, KeyName(key, str_key).c_str(), DTypeName(slot->dtype),
              DTypeName(stored.dtype()));
     KV_CHECK(slot->size == stored.size(), KV_ERR_SHAPE_MISMATCH,
              "optimizer %s: the state of key %s has %lld elements but the stored value %s has "
-             "%lld", def_.name, key_name.c_str(), static_cast<long long>(slot->size),
+             "%lld", def_.name, KeyName(key, str_key).c_str(), static_cast<long long>(slot->size),
              stored.Describe().c_str(), static_cast<long long>(stored.size()));
     return slot.get();
   }
@@ -383,13 +390,30 @@ class OptimizerUpdater final : public Updater {
     }
   }
 
+  // Large arrays are split over the shared CPU worker pool. Elements are independent, so
+  // the result does not depend on the split.
   template <typename W>
   void Run(KeyState* state, double lr, void* weight, const void* grad, int64_t n) {
     using C = typename ComputeType<W>::type;
+    W* w = static_cast<W*>(weight);
+    const W* g = static_cast<const W*>(grad);
     C* s0 = num_slots_ > 0 ? state->Slot<C>(0) : nullptr;
     C* s1 = num_slots_ > 1 ? state->Slot<C>(1) : nullptr;
-    ApplyKernel<W, C>(def_.kind, hyper_, lr, static_cast<W*>(weight),
-                      static_cast<const W*>(grad), s0, s1, n);
+    WorkerPool& pool = WorkerPool::Instance();
+    // weight read and written, gradient read, each state slot read and written
+    const size_t traffic = static_cast<size_t>(n) * (3 * sizeof(W) + 2 * num_slots_ * sizeof(C));
+    if (traffic < pool.parallel_min_bytes() || pool.width() == 1) {
+      ApplyKernel<W, C>(def_.kind, hyper_, lr, w, g, s0, s1, n);
+      return;
+    }
+    const int parts = pool.width();
+    pool.ParallelFor(parts, [&](int part) {
+      int64_t begin, end;
+      SplitRange(n, parts, part, 64, &begin, &end);
+      if (begin >= end) return;
+      ApplyKernel<W, C>(def_.kind, hyper_, lr, w + begin, g + begin, s0 ? s0 + begin : nullptr,
+                        s1 ? s1 + begin : nullptr, end - begin);
+    });
   }
 
   const OptimizerDef& def_;

@@ -468,6 +468,53 @@ void TestConcurrentKeys() {
   }
 }
 
+void TestLargeArrayMatchesChunks() {
+  // A large array is updated on the CPU worker pool (ctest sets KVSTORE_CPU_THREADS=4); small
+  // ones on the calling thread. One 2^21-element key must end up bit-identical to the same
+  // data held as 32 keys of 2^16 elements (each below the parallel threshold), for adam
+  // (two state slots) over three steps.
+  const size_t kN = size_t{1} << 21, kChunk = size_t{1} << 16, kChunks = kN / kChunk;
+  const char* spec = "adam(lr=0.01,wd=0.01,clip_gradient=0.8)";
+  auto value = [](size_t i, int step) {
+    return 0.5f * std::sin(0.001f * static_cast<float>(i) + static_cast<float>(step));
+  };
+  {
+    std::vector<float> w0(kN);
+    for (size_t i = 0; i < kN; ++i) w0[i] = value(i, 7);
+    Fixture<float> big(spec, w0);
+    Store small;
+    CHECK_OK(KVStoreSetOptimizer(small.h, spec));
+    for (size_t c = 0; c < kChunks; ++c) {
+      int key = static_cast<int>(c);
+      Array a(KV_FLOAT32, kChunk);
+      a.Set(std::vector<float>(w0.begin() + c * kChunk, w0.begin() + (c + 1) * kChunk));
+      CHECK_OK(KVStoreInit(small.h, 1, &key, &a.h));
+    }
+    for (int step = 0; step < 3; ++step) {
+      std::vector<float> g(kN);
+      for (size_t i = 0; i < kN; ++i) g[i] = value(i, step);
+      CHECK_OK(big.Push(g));
+      for (size_t c = 0; c < kChunks; ++c) {
+        int key = static_cast<int>(c);
+        Array a(KV_FLOAT32, kChunk);
+        a.Set(std::vector<float>(g.begin() + c * kChunk, g.begin() + (c + 1) * kChunk));
+        CHECK_OK(KVStorePush(small.h, 1, &key, &a.h, 0));
+      }
+    }
+    std::vector<float> got = big.Pull();
+    bool same = true;
+    for (size_t c = 0; c < kChunks && same; ++c) {
+      int key = static_cast<int>(c);
+      Array a(KV_FLOAT32, kChunk);
+      CHECK_OK(KVStorePull(small.h, 1, &key, &a.h, 0));
+      std::vector<float> part = a.Get<float>(kChunk);
+      same = std::memcmp(part.data(), got.data() + c * kChunk, kChunk * sizeof(float)) == 0;
+    }
+    CHECK(same);
+    CHECK(got != w0);
+  }
+}
+
 // ---------------------------------------------------------------------------------------
 // spec parsing
 
@@ -575,6 +622,7 @@ const Case kCases[] = {
     {"float16", TestFloat16},
     {"float16_state_is_float", TestFloat16StateIsFloat},
     {"concurrent_keys", TestConcurrentKeys},
+    {"large_array_matches_chunks", TestLargeArrayMatchesChunks},
     {"spec_accepted", TestSpecAccepted},
     {"spec_errors", TestSpecErrors},
     {"spec_locale", TestSpecLocale},
