@@ -1,0 +1,555 @@
+package org.kvstore;
+
+import java.lang.ref.Cleaner;
+import java.nio.Buffer;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.FloatBuffer;
+import org.kvstore.swig.ArrayHandle;
+import org.kvstore.swig.KVBinaryOp;
+import org.kvstore.swig.KVStoreLib;
+
+/**
+ * An n-dimensional dense array of one dtype on one device, owned by this object.
+ *
+ * <p>Release is deterministic with {@link #close()} (try-with-resources); an array that is never
+ * closed is freed after it becomes unreachable (a Cleaner), so temporaries such as
+ * {@code a.mul(2)} do not leak. Using a closed array throws IllegalStateException. Arrays passed
+ * to an {@link Updater} are borrowed: valid only during the call.
+ *
+ * <p>Host data moves in and out as Java arrays of the matching element type (float[] for
+ * float32, double[] float64, short[] float16 bit patterns, byte[] uint8, int[] int32, long[]
+ * int64) or as direct NIO buffers; {@link #asByteBuffer()} is a zero-copy view of a CPU array.
+ */
+public final class NDArray implements AutoCloseable {
+  private static final Cleaner CLEANER = Cleaner.create();
+
+  /** Frees the native array; holds the handle only, never the NDArray. */
+  private static final class Freer implements Runnable {
+    private final ArrayHandle handle;
+
+    Freer(ArrayHandle handle) {
+      this.handle = handle;
+    }
+
+    @Override
+    public void run() {
+      KVStoreLib.KVArrayFree(handle);
+      handle.delete();
+    }
+  }
+
+  private volatile ArrayHandle handle;
+  private final Cleaner.Cleanable cleanable; // null for a borrowed array
+  private final Shape shape;
+  private final DType dtype;
+  private final Context context;
+
+  private NDArray(ArrayHandle handle, boolean owned) {
+    this.handle = handle;
+    int[] ndim = new int[1];
+    KVStoreLib.KVArrayGetNDim(handle, ndim);
+    long[] dims = new long[ndim[0]];
+    KVStoreLib.KVArrayGetShape(handle, dims, ndim);
+    this.shape = Shape.of(dims);
+    int[] dt = new int[1];
+    KVStoreLib.KVArrayGetDType(handle, dt);
+    this.dtype = DType.fromCode(dt[0]);
+    int[] devType = new int[1];
+    int[] devId = new int[1];
+    KVStoreLib.KVArrayGetContext(handle, devType, devId);
+    this.context = Context.of(devType[0], devId[0]);
+    // Registered last: if a query above throws, adopt() frees the handle itself.
+    this.cleanable = owned ? CLEANER.register(this, new Freer(handle)) : null;
+  }
+
+  /** Wraps a handle the caller owns; this object frees it. */
+  static NDArray adopt(ArrayHandle handle) {
+    try {
+      return new NDArray(handle, true);
+    } catch (RuntimeException e) {
+      KVStoreLib.KVArrayFree(handle);
+      throw e;
+    }
+  }
+
+  /** Wraps a borrowed handle (updater arguments); {@link #invalidate()} ends the loan. */
+  static NDArray borrow(ArrayHandle handle) {
+    return new NDArray(handle, false);
+  }
+
+  void invalidate() {
+    handle = null;
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // Creation
+
+  /** A zero-filled array. */
+  public static NDArray zeros(Shape shape, DType dtype, Context ctx) {
+    if (shape == null || dtype == null || ctx == null) {
+      throw new KVNullPointerException("zeros: shape, dtype and context must not be null");
+    }
+    ArrayHandle[] out = new ArrayHandle[1];
+    KVStoreLib.KVArrayCreate(shape.dimsNoCopy(), dtype.code(), ctx.deviceType(), ctx.deviceId(), out);
+    return adopt(out[0]);
+  }
+
+  /** A zero-filled float32 array on cpu(0). */
+  public static NDArray zeros(Shape shape) {
+    return zeros(shape, DType.FLOAT32, Context.cpu());
+  }
+
+  /** A zero-filled float32 array on ctx. */
+  public static NDArray zeros(Shape shape, Context ctx) {
+    return zeros(shape, DType.FLOAT32, ctx);
+  }
+
+  /** A zero-filled array on cpu(0). */
+  public static NDArray zeros(Shape shape, DType dtype) {
+    return zeros(shape, dtype, Context.cpu());
+  }
+
+  /** An array filled with {@code value}. */
+  public static NDArray full(Shape shape, double value, DType dtype, Context ctx) {
+    NDArray a = zeros(shape, dtype, ctx);
+    try {
+      a.fill(value);
+    } catch (RuntimeException e) {
+      a.close();
+      throw e;
+    }
+    return a;
+  }
+
+  /** An array of ones. */
+  public static NDArray ones(Shape shape, DType dtype, Context ctx) {
+    return full(shape, 1.0, dtype, ctx);
+  }
+
+  /** A float32 array of ones on cpu(0). */
+  public static NDArray ones(Shape shape) {
+    return ones(shape, DType.FLOAT32, Context.cpu());
+  }
+
+  /** A float32 array of ones on ctx. */
+  public static NDArray ones(Shape shape, Context ctx) {
+    return ones(shape, DType.FLOAT32, ctx);
+  }
+
+  /** An array of ones on cpu(0). */
+  public static NDArray ones(Shape shape, DType dtype) {
+    return ones(shape, dtype, Context.cpu());
+  }
+
+  private static NDArray fromHost(Object data, int length, Shape shape, DType dtype, Context ctx) {
+    if (shape.size() != length) {
+      throw new KVInvalidArgumentException(
+          "data has " + length + " elements but shape " + shape + " needs " + shape.size());
+    }
+    NDArray a = zeros(shape, dtype, ctx);
+    try {
+      KVStoreLib.KVArrayCopyFromHost(a.h(), data);
+    } catch (RuntimeException e) {
+      a.close();
+      throw e;
+    }
+    return a;
+  }
+
+  /** A float32 array holding {@code data} (row-major) with the given shape. */
+  public static NDArray create(float[] data, Shape shape, Context ctx) {
+    return fromHost(data, data.length, shape, DType.FLOAT32, ctx);
+  }
+
+  /** A float32 array on cpu(0). */
+  public static NDArray create(float[] data, Shape shape) {
+    return create(data, shape, Context.cpu());
+  }
+
+  /** A float64 array. */
+  public static NDArray create(double[] data, Shape shape, Context ctx) {
+    return fromHost(data, data.length, shape, DType.FLOAT64, ctx);
+  }
+
+  /** An int32 array. */
+  public static NDArray create(int[] data, Shape shape, Context ctx) {
+    return fromHost(data, data.length, shape, DType.INT32, ctx);
+  }
+
+  /** An int64 array. */
+  public static NDArray create(long[] data, Shape shape, Context ctx) {
+    return fromHost(data, data.length, shape, DType.INT64, ctx);
+  }
+
+  /** A uint8 array (bytes are taken as unsigned). */
+  public static NDArray create(byte[] data, Shape shape, Context ctx) {
+    return fromHost(data, data.length, shape, DType.UINT8, ctx);
+  }
+
+  /** A float16 array from IEEE binary16 bit patterns. */
+  public static NDArray createFloat16(short[] bits, Shape shape, Context ctx) {
+    return fromHost(bits, bits.length, shape, DType.FLOAT16, ctx);
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // Properties
+
+  /** The native handle (for the org.kvstore.swig layer); throws if closed. */
+  public ArrayHandle handle() {
+    return h();
+  }
+
+  private ArrayHandle h() {
+    ArrayHandle x = handle;
+    if (x == null) {
+      throw new IllegalStateException(
+          cleanable == null
+              ? "NDArray is a borrowed updater argument that is no longer valid"
+              : "NDArray is closed");
+    }
+    return x;
+  }
+
+  public Shape shape() {
+    return shape;
+  }
+
+  public DType dtype() {
+    return dtype;
+  }
+
+  public Context context() {
+    return context;
+  }
+
+  /** Number of elements. */
+  public long size() {
+    return shape.size();
+  }
+
+  /** Size in bytes. */
+  public long nbytes() {
+    return shape.size() * dtype.size();
+  }
+
+  /** True once closed (or, for a borrowed array, once its updater call returned). */
+  public boolean isClosed() {
+    return handle == null;
+  }
+
+  /** Frees the native array now; later calls do nothing. A borrowed array is not freed. */
+  @Override
+  public void close() {
+    handle = null;
+    if (cleanable != null) cleanable.clean();
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // Host data
+
+  private void expect(DType want, String javaType) {
+    if (dtype != want) {
+      throw new KVDtypeMismatchException(
+          javaType + " data needs a " + want + " array, but this array is " + dtype);
+    }
+  }
+
+  private void expectLength(int length) {
+    if (length != shape.size()) {
+      throw new KVInvalidArgumentException(
+          "data has " + length + " elements but the array " + shape + " has " + shape.size());
+    }
+  }
+
+  /** Copies float32 contents into a new float[]. */
+  public float[] toFloatArray() {
+    expect(DType.FLOAT32, "float[]");
+    float[] r = new float[Math.toIntExact(size())];
+    KVStoreLib.KVArrayCopyToHost(h(), r);
+    return r;
+  }
+
+  /** Copies float64 contents into a new double[]. */
+  public double[] toDoubleArray() {
+    expect(DType.FLOAT64, "double[]");
+    double[] r = new double[Math.toIntExact(size())];
+    KVStoreLib.KVArrayCopyToHost(h(), r);
+    return r;
+  }
+
+  /** Copies int32 contents into a new int[]. */
+  public int[] toIntArray() {
+    expect(DType.INT32, "int[]");
+    int[] r = new int[Math.toIntExact(size())];
+    KVStoreLib.KVArrayCopyToHost(h(), r);
+    return r;
+  }
+
+  /** Copies int64 contents into a new long[]. */
+  public long[] toLongArray() {
+    expect(DType.INT64, "long[]");
+    long[] r = new long[Math.toIntExact(size())];
+    KVStoreLib.KVArrayCopyToHost(h(), r);
+    return r;
+  }
+
+  /** Copies uint8 contents into a new byte[] (read them with Byte.toUnsignedInt). */
+  public byte[] toByteArray() {
+    expect(DType.UINT8, "byte[]");
+    byte[] r = new byte[Math.toIntExact(size())];
+    KVStoreLib.KVArrayCopyToHost(h(), r);
+    return r;
+  }
+
+  /** Copies float16 contents as IEEE binary16 bit patterns. */
+  public short[] toFloat16Bits() {
+    expect(DType.FLOAT16, "short[] (float16 bits)");
+    short[] r = new short[Math.toIntExact(size())];
+    KVStoreLib.KVArrayCopyToHost(h(), r);
+    return r;
+  }
+
+  /** Overwrites the contents from a float[] (float32 arrays). */
+  public NDArray copyFrom(float[] data) {
+    expect(DType.FLOAT32, "float[]");
+    expectLength(data.length);
+    KVStoreLib.KVArrayCopyFromHost(h(), data);
+    return this;
+  }
+
+  /** Overwrites the contents from a double[] (float64 arrays). */
+  public NDArray copyFrom(double[] data) {
+    expect(DType.FLOAT64, "double[]");
+    expectLength(data.length);
+    KVStoreLib.KVArrayCopyFromHost(h(), data);
+    return this;
+  }
+
+  /** Overwrites the contents from an int[] (int32 arrays). */
+  public NDArray copyFrom(int[] data) {
+    expect(DType.INT32, "int[]");
+    expectLength(data.length);
+    KVStoreLib.KVArrayCopyFromHost(h(), data);
+    return this;
+  }
+
+  /** Overwrites the contents from a long[] (int64 arrays). */
+  public NDArray copyFrom(long[] data) {
+    expect(DType.INT64, "long[]");
+    expectLength(data.length);
+    KVStoreLib.KVArrayCopyFromHost(h(), data);
+    return this;
+  }
+
+  /** Overwrites the contents from a byte[] (uint8 arrays). */
+  public NDArray copyFrom(byte[] data) {
+    expect(DType.UINT8, "byte[]");
+    expectLength(data.length);
+    KVStoreLib.KVArrayCopyFromHost(h(), data);
+    return this;
+  }
+
+  /** Overwrites the contents from float16 bit patterns. */
+  public NDArray copyFromFloat16Bits(short[] bits) {
+    expect(DType.FLOAT16, "short[] (float16 bits)");
+    expectLength(bits.length);
+    KVStoreLib.KVArrayCopyFromHost(h(), bits);
+    return this;
+  }
+
+  /**
+   * Overwrites the contents with the raw bytes of a direct buffer (its remaining elements, in
+   * native byte order), which must be exactly {@link #nbytes()} long. No intermediate copy.
+   */
+  public NDArray copyFrom(Buffer direct) {
+    requireDirect(direct);
+    KVStoreLib.KVArrayCopyFromHost(h(), direct);
+    return this;
+  }
+
+  /** Copies the raw bytes into a direct buffer's remaining space (exactly nbytes()). */
+  public void copyTo(Buffer direct) {
+    requireDirect(direct);
+    KVStoreLib.KVArrayCopyToHost(h(), direct);
+  }
+
+  private static void requireDirect(Buffer b) {
+    if (b == null) throw new KVNullPointerException("buffer is null");
+    if (!b.isDirect()) {
+      throw new KVInvalidArgumentException(
+          "a heap buffer was given; use a direct buffer (ByteBuffer.allocateDirect)");
+    }
+  }
+
+  /**
+   * A zero-copy view of a CPU array's memory, in native byte order. Writes go straight into
+   * the array. The view must not be used after the array is closed.
+   */
+  public ByteBuffer asByteBuffer() {
+    return KVStoreLib.KVArrayGetDataBuffer(h()).order(ByteOrder.nativeOrder());
+  }
+
+  /** A zero-copy float view of a float32 CPU array (see {@link #asByteBuffer()}). */
+  public FloatBuffer asFloatBuffer() {
+    expect(DType.FLOAT32, "FloatBuffer");
+    return asByteBuffer().asFloatBuffer();
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // Copies and arithmetic
+
+  /** Sets every element to {@code value}. */
+  public NDArray fill(double value) {
+    KVStoreLib.KVArrayFill(h(), value);
+    return this;
+  }
+
+  /** Copies this array into {@code dst} (same shape and dtype, any device). */
+  public NDArray copyTo(NDArray dst) {
+    if (dst == null) throw new KVNullPointerException("copyTo: destination is null");
+    KVStoreLib.KVArrayCopy(dst.h(), h());
+    return dst;
+  }
+
+  /** A copy on the given context. */
+  public NDArray copyTo(Context ctx) {
+    NDArray r = zeros(shape, dtype, ctx);
+    try {
+      return copyTo(r);
+    } catch (RuntimeException e) {
+      r.close();
+      throw e;
+    }
+  }
+
+  /** A copy on the same context. */
+  public NDArray copy() {
+    return copyTo(context);
+  }
+
+  /** Blocks until pending asynchronous writes (distributed pulls) have landed. */
+  public NDArray waitToRead() {
+    KVStoreLib.KVArrayWaitToRead(h());
+    return this;
+  }
+
+  private NDArray binary(int op, NDArray other) {
+    if (other == null) throw new KVNullPointerException("operand is null");
+    NDArray r = zeros(shape, dtype, context);
+    try {
+      KVStoreLib.KVArrayBinary(op, h(), other.h(), r.h());
+    } catch (RuntimeException e) {
+      r.close();
+      throw e;
+    }
+    return r;
+  }
+
+  private NDArray scalar(int op, double s) {
+    NDArray r = zeros(shape, dtype, context);
+    try {
+      KVStoreLib.KVArrayBinaryScalar(op, h(), s, r.h());
+    } catch (RuntimeException e) {
+      r.close();
+      throw e;
+    }
+    return r;
+  }
+
+  private NDArray binaryInPlace(int op, NDArray other) {
+    if (other == null) throw new KVNullPointerException("operand is null");
+    KVStoreLib.KVArrayBinary(op, h(), other.h(), h());
+    return this;
+  }
+
+  private NDArray scalarInPlace(int op, double s) {
+    KVStoreLib.KVArrayBinaryScalar(op, h(), s, h());
+    return this;
+  }
+
+  /** this + other, as a new array. */
+  public NDArray add(NDArray other) {
+    return binary(KVBinaryOp.KV_OP_ADD, other);
+  }
+
+  /** this - other, as a new array. */
+  public NDArray sub(NDArray other) {
+    return binary(KVBinaryOp.KV_OP_SUB, other);
+  }
+
+  /** this * other (element-wise), as a new array. */
+  public NDArray mul(NDArray other) {
+    return binary(KVBinaryOp.KV_OP_MUL, other);
+  }
+
+  /** this / other (element-wise), as a new array. */
+  public NDArray div(NDArray other) {
+    return binary(KVBinaryOp.KV_OP_DIV, other);
+  }
+
+  /** this + s, as a new array. */
+  public NDArray add(double s) {
+    return scalar(KVBinaryOp.KV_OP_ADD, s);
+  }
+
+  /** this - s, as a new array. */
+  public NDArray sub(double s) {
+    return scalar(KVBinaryOp.KV_OP_SUB, s);
+  }
+
+  /** this * s, as a new array. */
+  public NDArray mul(double s) {
+    return scalar(KVBinaryOp.KV_OP_MUL, s);
+  }
+
+  /** this / s, as a new array. */
+  public NDArray div(double s) {
+    return scalar(KVBinaryOp.KV_OP_DIV, s);
+  }
+
+  /** this += other; returns this. */
+  public NDArray addInPlace(NDArray other) {
+    return binaryInPlace(KVBinaryOp.KV_OP_ADD, other);
+  }
+
+  /** this -= other; returns this. */
+  public NDArray subInPlace(NDArray other) {
+    return binaryInPlace(KVBinaryOp.KV_OP_SUB, other);
+  }
+
+  /** this *= other; returns this. */
+  public NDArray mulInPlace(NDArray other) {
+    return binaryInPlace(KVBinaryOp.KV_OP_MUL, other);
+  }
+
+  /** this /= other; returns this. */
+  public NDArray divInPlace(NDArray other) {
+    return binaryInPlace(KVBinaryOp.KV_OP_DIV, other);
+  }
+
+  /** this += s; returns this. */
+  public NDArray addInPlace(double s) {
+    return scalarInPlace(KVBinaryOp.KV_OP_ADD, s);
+  }
+
+  /** this -= s; returns this. */
+  public NDArray subInPlace(double s) {
+    return scalarInPlace(KVBinaryOp.KV_OP_SUB, s);
+  }
+
+  /** this *= s; returns this. */
+  public NDArray mulInPlace(double s) {
+    return scalarInPlace(KVBinaryOp.KV_OP_MUL, s);
+  }
+
+  /** this /= s; returns this. */
+  public NDArray divInPlace(double s) {
+    return scalarInPlace(KVBinaryOp.KV_OP_DIV, s);
+  }
+
+  @Override
+  public String toString() {
+    return "NDArray" + shape + " " + dtype + " @" + context + (isClosed() ? " (closed)" : "");
+  }
+}

@@ -1,0 +1,19 @@
+package org.kvstore;
+
+/**
+ * Merges the summed pushed value into the stored value of an int key, in place:
+ * {@code kv.setUpdater((key, recv, stored) -> stored.addInPlace(recv.mul(2)))}.
+ *
+ * <p>It runs on the thread that called push (for in-process stores). {@code recv} and
+ * {@code stored} are borrowed for the call: they are invalid afterwards, and closing them does
+ * not free anything. An exception thrown here fails the push (the stored value is unchanged)
+ * and is rethrown, unchanged, to the caller of push. It must not call data functions of the
+ * same store.
+ */
+@FunctionalInterface
+public interface Updater {
+  void update(int key, NDArray recv, NDArray stored);
+
+  /** Called once when the store stops using this updater (replaced, cleared or store closed). */
+  default void released() {}
+}
