@@ -7,9 +7,11 @@
 // in float for float16/float32 weights and in double for float64 weights; optimizer state is
 // kept in that compute type (so float16 weights get float32 state), per key, created zeroed
 // on the key's first update. Arrays that are not on the CPU are staged through host copies.
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -153,8 +155,11 @@ template <> inline float Load<float, half_t>(half_t v) { return HalfToFloat(v.bi
 template <typename W, typename C> inline W StoreAs(C v) { return static_cast<W>(v); }
 template <> inline half_t StoreAs<half_t, float>(float v) { return half_t{FloatToHalf(v)}; }
 
-template <typename C> inline C Clip(C v, C bound) {
-  return v > bound ? bound : (v < -bound ? -bound : v);
+// clamp(v, -bound, bound) without a branch (min/max instructions); NaN stays NaN. A disabled
+// clip uses an infinite bound.
+template <typename C> inline C Clip(C v, C bound) { return std::min(std::max(v, -bound), bound); }
+template <typename C> inline C ClipBound(double c) {
+  return c >= 0 ? static_cast<C>(c) : std::numeric_limits<C>::infinity();
 }
 
 template <typename W> struct ComputeType { using type = float; };
@@ -187,91 +192,81 @@ int NumSlots(Kind kind, const Hyper& h) {
   return 0;
 }
 
-// Applies one update to n elements. `lr` is the step's learning rate (bias-corrected for
-// adam). Never throws.
+// Applies one update to n elements. `lr_step` is the step's learning rate (bias-corrected
+// for adam). Never throws. Each rule is one loop without branches (clipping is min/max with
+// an infinite bound when off), which compilers vectorise when math errno is off.
 template <typename W, typename C>
-void ApplyKernel(Kind kind, const Hyper& hyper, double lr_step, W* w, const W* g, C* s0, C* s1,
-                 int64_t n) {
+void ApplyKernel(Kind kind, const Hyper& hyper, double lr_step, W* __restrict w,
+                 const W* __restrict g, C* __restrict s0, C* __restrict s1, int64_t n) {
   const C lr = static_cast<C>(lr_step);
   const C wd = static_cast<C>(hyper.wd);
   const C rescale = static_cast<C>(hyper.rescale_grad);
-  const C clip = static_cast<C>(hyper.clip_gradient);
-  const bool clipping = hyper.clip_gradient >= 0;
+  const C clip = ClipBound<C>(hyper.clip_gradient);
+  const C momentum = static_cast<C>(hyper.momentum);
+  const C eps = static_cast<C>(hyper.epsilon);
   switch (kind) {
     case Kind::kSgd:
-    case Kind::kNag: {
+    case Kind::kNag:
       // g' = clip(rescale * g) + wd * w
-      const C mom = static_cast<C>(hyper.momentum);
-      for (int64_t i = 0; i < n; ++i) {
-        C wi = Load<C>(w[i]);
-        C gi = rescale * Load<C>(g[i]);
-        if (clipping) gi = Clip(gi, clip);
-        gi += wd * wi;
-        if (s0 == nullptr) {
-          wi -= lr * gi;  // no momentum: plain SGD for both
-        } else if (kind == Kind::kSgd) {
-          s0[i] = mom * s0[i] - lr * gi;  // state = momentum * state - lr * g'
-          wi += s0[i];
-        } else {
-          s0[i] = mom * s0[i] + gi;  // state = momentum * state + g'
-          wi -= lr * (gi + mom * s0[i]);
+      if (s0 == nullptr) {  // momentum 0: plain SGD for both
+        for (int64_t i = 0; i < n; ++i) {
+          C wi = Load<C>(w[i]);
+          C gi = Clip(rescale * Load<C>(g[i]), clip) + wd * wi;
+          w[i] = StoreAs<W>(wi - lr * gi);
         }
-        w[i] = StoreAs<W>(wi);
+      } else if (kind == Kind::kSgd) {
+        for (int64_t i = 0; i < n; ++i) {  // mom = momentum * mom - lr * g'; w += mom
+          C wi = Load<C>(w[i]);
+          C gi = Clip(rescale * Load<C>(g[i]), clip) + wd * wi;
+          s0[i] = momentum * s0[i] - lr * gi;
+          w[i] = StoreAs<W>(wi + s0[i]);
+        }
+      } else {
+        for (int64_t i = 0; i < n; ++i) {  // mom = momentum * mom + g'; w -= lr (g' + momentum mom)
+          C wi = Load<C>(w[i]);
+          C gi = Clip(rescale * Load<C>(g[i]), clip) + wd * wi;
+          s0[i] = momentum * s0[i] + gi;
+          w[i] = StoreAs<W>(wi - lr * (gi + momentum * s0[i]));
+        }
       }
       break;
-    }
     case Kind::kAdam: {
-      // g' = clip(rescale * g + wd * w); m, v moving averages; w -= lr_t * m / (sqrt(v) + eps)
+      // g' = clip(rescale * g + wd * w); m, v moving averages; w -= lr_t * m / (sqrt v + eps)
       const C b1 = static_cast<C>(hyper.beta1), b2 = static_cast<C>(hyper.beta2);
-      const C eps = static_cast<C>(hyper.epsilon);
       for (int64_t i = 0; i < n; ++i) {
         C wi = Load<C>(w[i]);
-        C gi = rescale * Load<C>(g[i]) + wd * wi;
-        if (clipping) gi = Clip(gi, clip);
+        C gi = Clip(rescale * Load<C>(g[i]) + wd * wi, clip);
         s0[i] = b1 * s0[i] + (C(1) - b1) * gi;
         s1[i] = b2 * s1[i] + (C(1) - b2) * gi * gi;
-        wi -= lr * s0[i] / (std::sqrt(s1[i]) + eps);
-        w[i] = StoreAs<W>(wi);
+        w[i] = StoreAs<W>(wi - lr * s0[i] / (std::sqrt(s1[i]) + eps));
       }
       break;
     }
-    case Kind::kAdaGrad: {
+    case Kind::kAdaGrad:
       // g' = clip(rescale * g); h += g'^2; w -= lr * (g' / sqrt(h + eps) + wd * w)
-      const C eps = static_cast<C>(hyper.epsilon);
       for (int64_t i = 0; i < n; ++i) {
         C wi = Load<C>(w[i]);
-        C gi = rescale * Load<C>(g[i]);
-        if (clipping) gi = Clip(gi, clip);
+        C gi = Clip(rescale * Load<C>(g[i]), clip);
         s0[i] += gi * gi;
-        wi -= lr * (gi / std::sqrt(s0[i] + eps) + wd * wi);
-        w[i] = StoreAs<W>(wi);
+        w[i] = StoreAs<W>(wi - lr * (gi / std::sqrt(s0[i] + eps) + wd * wi));
       }
       break;
-    }
     case Kind::kRmsProp: {
       // g' = clip(rescale * g + wd * w); n = (1 - gamma1) g'^2 + gamma1 n;
       // w -= lr * g' / sqrt(n + eps); then w = clip(w, clip_weights)
       const C gamma1 = static_cast<C>(hyper.gamma1);
-      const C eps = static_cast<C>(hyper.epsilon);
-      const C clip_w = static_cast<C>(hyper.clip_weights);
-      const bool clipping_w = hyper.clip_weights >= 0;
+      const C clip_w = ClipBound<C>(hyper.clip_weights);
       for (int64_t i = 0; i < n; ++i) {
         C wi = Load<C>(w[i]);
-        C gi = rescale * Load<C>(g[i]) + wd * wi;
-        if (clipping) gi = Clip(gi, clip);
+        C gi = Clip(rescale * Load<C>(g[i]) + wd * wi, clip);
         s0[i] = (C(1) - gamma1) * gi * gi + gamma1 * s0[i];
-        wi -= lr * gi / std::sqrt(s0[i] + eps);
-        if (clipping_w) wi = Clip(wi, clip_w);
-        w[i] = StoreAs<W>(wi);
+        w[i] = StoreAs<W>(Clip(wi - lr * gi / std::sqrt(s0[i] + eps), clip_w));
       }
       break;
     }
-    case Kind::kTest: {
-      for (int64_t i = 0; i < n; ++i) {
-        w[i] = StoreAs<W>(Load<C>(w[i]) + rescale * Load<C>(g[i]));
-      }
+    case Kind::kTest:
+      for (int64_t i = 0; i < n; ++i) w[i] = StoreAs<W>(Load<C>(w[i]) + rescale * Load<C>(g[i]));
       break;
-    }
   }
 }
 
