@@ -19,7 +19,9 @@ trampolines), instead of being pinned forever by the module-level registry.
 """
 import ctypes
 import itertools
+import sys
 import threading
+import traceback
 import weakref
 
 from ._lib import KVController, KVFreeFn, KVStrUpdater, KVUpdater
@@ -99,6 +101,11 @@ ctypes.pythonapi.Py_IncRef(ctypes.py_object(FREE_HOOK))
 
 
 def _remember(exc):
+    if getattr(_pending, "in_server", False):
+        # On a server no caller can receive it (the worker gets KV_ERR_CALLBACK): report it.
+        sys.stderr.write("kvstore: exception in a callback on the server (the sending worker "
+                         "gets a callback error):\n")
+        traceback.print_exception(type(exc), exc, exc.__traceback__)
     if getattr(_pending, "exc", None) is None:
         _pending.exc = exc
 
@@ -150,14 +157,17 @@ def make_controller(fn):
     return reg
 
 
-def call(cfn, *args):
+def call(cfn, *args, server=False):
     """Calls a library function that may run Python callbacks on this thread, and raises:
-    the callback's own exception if one failed the call, else the library's error."""
+    the callback's own exception if one failed the call, else the library's error.
+    server=True marks a KVStoreRunServer call, whose callback errors are printed."""
     _pending.exc = None
+    _pending.in_server = server
     try:
         rc = cfn(*args)
     finally:
         exc, _pending.exc = getattr(_pending, "exc", None), None
+        _pending.in_server = False
     if rc != 0:
         err = make_error(rc)
         if exc is not None:

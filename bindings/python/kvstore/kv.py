@@ -355,10 +355,12 @@ class KVStore(object):
 
     def run_server(self, controller=None):
         """Runs this process as the server or scheduler named by DMLC_ROLE until the job
-        ends; controller(head, body) receives commands sent by workers."""
+        ends; controller(head, body) receives commands sent by workers (heads >= 0). The
+        updater and the controller run on this thread; an exception they raise fails the
+        worker's call with CallbackError and is printed here."""
         reg = _callback.make_controller(controller) if controller is not None else None
         cfunc = reg.cfunc if reg is not None else KVController()
-        _callback.call(LIB.KVStoreRunServer, self.handle, cfunc, None)
+        _callback.call(LIB.KVStoreRunServer, self.handle, cfunc, None, server=True)
         del reg
 
 

@@ -1,0 +1,41 @@
+"""One node of the distributed test (test_dist.py): the role comes from DMLC_ROLE."""
+import os
+import sys
+
+from kvstore import kv, nd
+
+role = os.environ["DMLC_ROLE"]
+store = kv.create("dist_sync")
+if role in ("server", "scheduler"):
+    if role == "server":
+        def update(key, recv, stored):
+            print("server update", key, flush=True)
+            stored += recv * 2
+
+        store._set_updater(update)
+
+    def controller(head, body):
+        print("controller", head, body, flush=True)
+        if head == 7:
+            raise ValueError("bad command %s" % body)
+
+    store.run_server(controller)
+    print(role, "done", flush=True)
+    sys.exit(0)
+
+rank = store.rank
+print("worker", rank, store.num_workers, store.type, flush=True)
+shape = (2, 3)
+store.init(3, nd.ones(shape))
+store.push(3, nd.ones(shape) * (rank + 1))
+out = nd.zeros(shape)
+store.pull(3, out=out)
+print("pulled", out.asnumpy().ravel().tolist(), flush=True)
+store._send_command_to_servers(1, "hello%d" % rank)
+try:
+    store._send_command_to_servers(7, "boom")
+except Exception as exc:
+    print("command error", type(exc).__name__, flush=True)
+store._barrier()
+store.close()
+print("worker done", flush=True)
