@@ -88,8 +88,8 @@ static bool CheckHalf(int k, int64_t n) {
 }
 
 static void test_reduce_all() {
-  const int64_t sizes[] = {1, 7, 8, 9, 63, 1000, 4099, 300000};
-  for (int k : {1, 2, 3, 4, 5, 8, 9, 15, 17}) {
+  const int64_t sizes[] = {1, 7, 8, 9, 63, 1000, 4099, 70001};
+  for (int k : {1, 2, 3, 5, 8, 9, 17}) {
     for (int64_t n : sizes) {
       CHECK(CheckType<float>(KV_FLOAT32, k, n));
       CHECK(CheckType<double>(KV_FLOAT64, k, n));
