@@ -555,16 +555,19 @@ std::string Server::MissingRanks(const KeyState& k) const {
 
 void Server::FailQueuedPushes(KeyState* k, int code, const std::string& why) {
   const std::string detail = why + " (" + MissingRanks(*k) + ")";
+  // A pull queued behind a failed push fails too: it was ordered after that push and must
+  // not return a value that silently lacks it.
   for (auto& q : k->fifo) {
-    std::deque<Req> keep;
+    bool failed_before = false;
     for (auto& r : q) {
-      if (r.type == MsgType::kPull) {
-        keep.push_back(std::move(r));
-      } else {
-        ReplyReq(r, code, detail, nullptr);
-      }
+      if (r.type != MsgType::kPull) failed_before = true;
+      ReplyReq(r, code,
+               failed_before && r.type == MsgType::kPull
+                   ? "pull ordered after a failed push: " + detail
+                   : detail,
+               nullptr);
     }
-    q.swap(keep);
+    q.clear();
   }
   Progress(k);
 }

@@ -1,0 +1,50 @@
+"""A dist_sync job driven from the Python binding (bindings/python, ctypes).
+
+Run by kvstore-launch for the workers (servers run kvstore-server). Each worker pushes
+ones*(rank+1) to string keys (small and sharded with the bound at 1000 elements, fp32 and
+fp16); after round i with the `test` optimizer (rescale_grad=2) every worker must pull
+exactly 1 + n(n+1)/2*2*(i+1).
+Prints "PASS python rank R".
+"""
+import sys
+
+import numpy as np
+
+import kvstore
+from kvstore import kv, nd
+
+assert kvstore.has_feature("dist"), "libkvstore was built without the distributed stores"
+assert kv.is_worker_node()
+
+store = kv.create("dist_sync")
+rank, n = store.rank, store.num_workers
+assert store.type == "dist_sync", store.type
+assert 0 <= rank < n
+
+keys = ["embed.weight", "fc.bias", "fc.weight.fp16"]
+shapes = [(40, 50), (9,), (1200,)]
+dtypes = [np.float32, np.float32, np.float16]
+
+store.set_optimizer("test(rescale_grad=2)")
+store.init(keys, [nd.ones(s, dtype=d) for s, d in zip(shapes, dtypes)])
+outs = [nd.zeros(s, dtype=d) for s, d in zip(shapes, dtypes)]
+for r in range(3):
+    store.push(keys, [nd.ones(s, dtype=d) * (rank + 1) for s, d in zip(shapes, dtypes)])
+    store.pull(keys, out=outs)
+    want = 1 + n * (n + 1) / 2 * 2 * (r + 1)
+    for k, o in zip(keys, outs):
+        got = o.asnumpy()
+        if not np.all(got == want):
+            sys.exit("FAIL rank %d round %d key %s: got %s, want %s" % (rank, r, k, got.ravel()[:4], want))
+
+# Errors surface as the binding's exception classes.
+try:
+    store.pull("never.inited", out=outs[1])
+    sys.exit("FAIL: pulling an unknown key succeeded")
+except kvstore.KVStoreError as e:
+    assert "never.inited" in str(e), str(e)
+
+store.barrier()
+assert store.num_dead_node(1 + 2 + 4, 60) == 0
+store.close()
+print("PASS python rank %d" % rank)

@@ -1,0 +1,423 @@
+/*
+ * dist_worker.c - the distributed-store test program, through the public header only.
+ *
+ * Started by kvstore-launch for every role: a process that is not a worker turns into the
+ * scheduler or a server (KVStoreRunServer, with a controller that records commands), so
+ * the same binary covers the whole job. Workers run one scenario (argv[1]):
+ *
+ *   sync R KIND     R rounds of push (ones*(rank+1)) + pull with the `test` optimizer
+ *                   (rescale_grad=2) on fp32/fp16/fp64, small and sharded keys; KIND is int or
+ *                   str. After round i every worker must read exactly 1 + n(n+1)/2*2*(i+1).
+ *                   Odd rounds use pushpull; each round also pulls into two outputs.
+ *   async R KIND    the same pushes on a dist_async store; after WaitAll + barrier every worker
+ *                   reads the same total 1 + n(n+1)/2*2*R.
+ *   assign          sync without an optimizer: a round stores the sum n(n+1)/2.
+ *   determinism F   random fp32 values (fixed seeds, random delays so arrival order varies),
+ *                   no optimizer: the pulled sum must equal the rank-order sum computed
+ *                   locally, bit for bit; rank 0 writes the bytes to file F.
+ *   api             errors and control calls: unknown key, shape/dtype mismatch, mixed key
+ *                   kinds, commands to the servers' controller, barrier, dead-node count,
+ *                   rank/size, bad optimizer spec, set_updater refused on a worker.
+ *   killed          worker 2 dies (SIGKILL) in the middle of round 1; the others must fail
+ *                   within the timeout with an error naming worker 2 (prints SURVIVOR_OK).
+ *
+ * Prints "PASS <scenario> rank R" and exits 0 on success; exits 1 with a message otherwise.
+ */
+#include <math.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <kvstore/kvstore.h>
+
+static int g_rank = -1;
+
+#define CHECK(cond, ...)                                               \
+  do {                                                                 \
+    if (!(cond)) {                                                     \
+      fprintf(stderr, "FAIL rank %d line %d: ", g_rank, __LINE__);     \
+      fprintf(stderr, __VA_ARGS__);                                    \
+      fprintf(stderr, "\n");                                           \
+      exit(1);                                                         \
+    }                                                                  \
+  } while (0)
+
+#define OK(call)                                                                         \
+  do {                                                                                   \
+    int rc_ = (call);                                                                    \
+    CHECK(rc_ == 0, "%s -> %s: %s", #call, KVErrorName(rc_), KVGetLastError());          \
+  } while (0)
+
+/* ------------------------------------------------------------------------------------ */
+/* helpers                                                                               */
+
+static float HalfToFloat(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+  int32_t exp = (h >> 10) & 0x1f;
+  uint32_t mant = h & 0x3ffu;
+  uint32_t x;
+  if (exp == 0 && mant == 0) {
+    x = sign;
+  } else {
+    x = sign | ((uint32_t)(exp - 15 + 127) << 23) | (mant << 13);
+  }
+  float f;
+  memcpy(&f, &x, 4);
+  return f;
+}
+
+static KVArrayHandle NewArray(int64_t n, int dtype) {
+  KVArrayHandle a = NULL;
+  OK(KVArrayCreate(&n, 1, dtype, KV_CPU, 0, &a));
+  return a;
+}
+
+static KVArrayHandle New2D(int64_t r, int64_t c, int dtype) {
+  int64_t shape[2] = {r, c};
+  KVArrayHandle a = NULL;
+  OK(KVArrayCreate(shape, 2, dtype, KV_CPU, 0, &a));
+  return a;
+}
+
+/* Every element of `a` must equal `want`. */
+static void ExpectAll(KVArrayHandle a, double want, const char* what, int round) {
+  int64_t n = 0;
+  int dtype = 0;
+  OK(KVArrayGetSize(a, &n));
+  OK(KVArrayGetDType(a, &dtype));
+  size_t nb = 0;
+  OK(KVArrayGetNBytes(a, &nb));
+  void* buf = malloc(nb ? nb : 1);
+  OK(KVArrayCopyToHost(a, buf, nb)); /* waits for the pending pull */
+  for (int64_t i = 0; i < n; ++i) {
+    double v = dtype == KV_FLOAT32   ? ((float*)buf)[i]
+               : dtype == KV_FLOAT64 ? ((double*)buf)[i]
+                                     : HalfToFloat(((uint16_t*)buf)[i]);
+    CHECK(v == want, "%s round %d: element %lld is %.17g, expected %.17g", what, round,
+          (long long)i, v, want);
+  }
+  free(buf);
+}
+
+static void FillValue(KVArrayHandle a, double v) { OK(KVArrayFill(a, v)); }
+
+/* Keys of the data scenarios: small and sharded (the test sets the big-array bound to
+ * 1000 elements), fp32, fp16 and fp64, one of them 2-D. */
+#define NKEYS 6
+static const int kIntKeys[NKEYS] = {3, 8, 5, 11, 13, 100003};
+static const char* kStrKeys[NKEYS] = {"w.small", "w.big", "h.small", "h.big", "d.small",
+                                      "weight/with spaces"};
+static const int64_t kSizes[NKEYS] = {10, 2500, 7, 2001, 5, 3 * 700};
+static const int kDTypes[NKEYS] = {KV_FLOAT32, KV_FLOAT32, KV_FLOAT16,
+                                   KV_FLOAT16, KV_FLOAT64, KV_FLOAT32};
+
+static KVArrayHandle MakeKeyArray(int i) {
+  if (i == 5) return New2D(3, 700, kDTypes[i]);
+  return NewArray(kSizes[i], kDTypes[i]);
+}
+
+static int Init(KVStoreHandle kv, int str, KVArrayHandle* vals) {
+  if (str) return KVStoreInitStr(kv, NKEYS, kStrKeys, vals);
+  return KVStoreInit(kv, NKEYS, kIntKeys, vals);
+}
+
+static int Push(KVStoreHandle kv, int str, KVArrayHandle* vals, int prio) {
+  if (str) return KVStorePushStr(kv, NKEYS, kStrKeys, vals, prio);
+  return KVStorePush(kv, NKEYS, kIntKeys, vals, prio);
+}
+
+static int Pull(KVStoreHandle kv, int str, KVArrayHandle* outs, int prio) {
+  if (str) return KVStorePullStr(kv, NKEYS, kStrKeys, outs, prio);
+  return KVStorePull(kv, NKEYS, kIntKeys, outs, prio);
+}
+
+static int PushPull(KVStoreHandle kv, int str, KVArrayHandle* vals, KVArrayHandle* outs) {
+  if (str) return KVStorePushPullStr(kv, NKEYS, kStrKeys, vals, NKEYS, kStrKeys, outs, 0);
+  return KVStorePushPull(kv, NKEYS, kIntKeys, vals, NKEYS, kIntKeys, outs, 0);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* scenarios                                                                             */
+
+static int Data(KVStoreHandle kv, const char* scenario, int rounds, int str) {
+  int n = 0;
+  OK(KVStoreGetGroupSize(kv, &n));
+  const int async = strcmp(scenario, "async") == 0;
+  const int assign = strcmp(scenario, "assign") == 0;
+  KVArrayHandle vals[NKEYS], outs[NKEYS], outs2[NKEYS];
+  for (int i = 0; i < NKEYS; ++i) {
+    vals[i] = MakeKeyArray(i);
+    outs[i] = MakeKeyArray(i);
+    outs2[i] = MakeKeyArray(i);
+    FillValue(vals[i], 1.0);
+  }
+  if (!assign) OK(KVStoreSetOptimizer(kv, "test(rescale_grad=2)"));
+  OK(Init(kv, str, vals));
+  /* Init is done everywhere: every worker reads the initial value. */
+  OK(Pull(kv, str, outs, 0));
+  for (int i = 0; i < NKEYS; ++i) ExpectAll(outs[i], 1.0, "init", -1);
+  /* Async pushes apply at once: nobody pushes before everyone has read the initial value. */
+  OK(KVStoreBarrier(kv));
+
+  const double per_round = (double)n * (n + 1) / 2.0;
+  for (int r = 0; r < rounds; ++r) {
+    for (int i = 0; i < NKEYS; ++i) FillValue(vals[i], g_rank + 1.0);
+    const double want = assign ? per_round : 1.0 + per_round * 2.0 * (r + 1);
+    if (async) {
+      OK(Push(kv, str, vals, r));
+      continue;
+    }
+    if (r % 2 == 1) {
+      OK(PushPull(kv, str, vals, outs));
+    } else {
+      OK(Push(kv, str, vals, r));
+      OK(Pull(kv, str, outs, -r));
+    }
+    /* A second pull into other outputs, one of them waited on explicitly. */
+    OK(Pull(kv, str, outs2, 0));
+    OK(KVArrayWaitToRead(outs2[0]));
+    for (int i = 0; i < NKEYS; ++i) {
+      ExpectAll(outs[i], want, str ? kStrKeys[i] : "int key", r);
+      ExpectAll(outs2[i], want, str ? kStrKeys[i] : "int key (2nd pull)", r);
+    }
+  }
+  if (async) {
+    OK(KVStoreWaitAll(kv));
+    OK(KVStoreBarrier(kv));
+    OK(Pull(kv, str, outs, 0));
+    for (int i = 0; i < NKEYS; ++i) {
+      ExpectAll(outs[i], 1.0 + per_round * 2.0 * rounds, "async total", rounds);
+    }
+  }
+  OK(KVStoreWaitAll(kv));
+  for (int i = 0; i < NKEYS; ++i) {
+    KVArrayFree(vals[i]);
+    KVArrayFree(outs[i]);
+    KVArrayFree(outs2[i]);
+  }
+  return 0;
+}
+
+/* xorshift64* - a fixed, portable generator. */
+static uint64_t Next(uint64_t* s) {
+  *s ^= *s >> 12;
+  *s ^= *s << 25;
+  *s ^= *s >> 27;
+  return *s * 2685821657736338717ull;
+}
+
+static void RandomValues(int rank, int round, float* out, int64_t n) {
+  uint64_t s = 0x9E3779B97F4A7C15ull ^ ((uint64_t)rank << 32) ^ (uint64_t)(round + 1);
+  for (int64_t i = 0; i < n; ++i) {
+    /* Mixed magnitudes make float addition order-dependent. */
+    const double u = (double)(Next(&s) >> 11) / 9007199254740992.0;
+    const int e = (int)(Next(&s) % 20) - 10;
+    out[i] = (float)((u - 0.5) * ldexp(1.0, e));
+  }
+}
+
+static int Determinism(KVStoreHandle kv, const char* path) {
+  int n = 0;
+  OK(KVStoreGetGroupSize(kv, &n));
+  const int64_t size = 3001; /* sharded over the servers (bound 1000) */
+  const int rounds = 3;
+  const int key = 42;
+  float* host = malloc(sizeof(float) * size);
+  float* got = malloc(sizeof(float) * size);
+  float* want = malloc(sizeof(float) * size);
+  float* tmp = malloc(sizeof(float) * size);
+  KVArrayHandle v = NewArray(size, KV_FLOAT32), out = NewArray(size, KV_FLOAT32);
+  OK(KVStoreInit(kv, 1, &key, &v));
+  srand((unsigned)time(NULL) ^ (unsigned)getpid());
+  for (int r = 0; r < rounds; ++r) {
+    RandomValues(g_rank, r, host, size);
+    OK(KVArrayCopyFromHost(v, host, sizeof(float) * size));
+    usleep((useconds_t)(rand() % 30000)); /* vary the arrival order */
+    OK(KVStorePush(kv, 1, &key, &v, 0));
+    OK(KVStorePull(kv, 1, &key, &out, 0));
+    OK(KVArrayCopyToHost(out, got, sizeof(float) * size));
+    /* The servers sum in rank order: ((v0 + v1) + v2) + ... */
+    RandomValues(0, r, want, size);
+    for (int w = 1; w < n; ++w) {
+      RandomValues(w, r, tmp, size);
+      for (int64_t i = 0; i < size; ++i) want[i] += tmp[i];
+    }
+    CHECK(memcmp(got, want, sizeof(float) * size) == 0,
+          "round %d: the pulled sum differs from the rank-order sum", r);
+    OK(KVStoreBarrier(kv)); /* nobody starts round r+1 before everyone read round r */
+  }
+  if (g_rank == 0) {
+    FILE* f = fopen(path, "wb");
+    CHECK(f != NULL, "cannot write %s", path);
+    CHECK(fwrite(got, sizeof(float), (size_t)size, f) == (size_t)size, "short write");
+    fclose(f);
+  }
+  KVArrayFree(v);
+  KVArrayFree(out);
+  free(host);
+  free(got);
+  free(want);
+  free(tmp);
+  return 0;
+}
+
+static int Api(KVStoreHandle kv) {
+  int n = 0, rank = -1, rc;
+  OK(KVStoreGetGroupSize(kv, &n));
+  OK(KVStoreGetRank(kv, &rank));
+  CHECK(rank == g_rank && rank >= 0 && rank < n, "rank %d of %d", rank, n);
+  const char* type = NULL;
+  OK(KVStoreGetType(kv, &type));
+  CHECK(strcmp(type, "dist_sync") == 0, "type %s", type);
+
+  KVArrayHandle a = NewArray(4, KV_FLOAT32), b = NewArray(5, KV_FLOAT32);
+  KVArrayHandle h = NewArray(4, KV_FLOAT16);
+  const int k = 7, unknown = 99;
+  OK(KVStoreInit(kv, 1, &k, &a));
+  rc = KVStoreInit(kv, 1, &k, &a);
+  CHECK(rc == KV_ERR_DUPLICATE_KEY, "duplicate init: %s", KVErrorName(rc));
+  rc = KVStorePull(kv, 1, &unknown, &a, 0);
+  CHECK(rc == KV_ERR_UNKNOWN_KEY && strstr(KVGetLastError(), "99"), "unknown key: %s %s",
+        KVErrorName(rc), KVGetLastError());
+  rc = KVStorePush(kv, 1, &k, &b, 0);
+  CHECK(rc == KV_ERR_SHAPE_MISMATCH && strstr(KVGetLastError(), "(5)") &&
+            strstr(KVGetLastError(), "(4)"),
+        "shape mismatch: %s %s", KVErrorName(rc), KVGetLastError());
+  rc = KVStorePull(kv, 1, &k, &h, 0);
+  CHECK(rc == KV_ERR_DTYPE_MISMATCH, "dtype mismatch: %s", KVErrorName(rc));
+  const char* sk = "s";
+  rc = KVStorePushStr(kv, 1, &sk, &a, 0);
+  CHECK(rc == KV_ERR_KEY_KIND_MISMATCH, "mixed kinds: %s", KVErrorName(rc));
+  rc = KVStoreSetOptimizer(kv, "no_such_optimizer(lr=1)");
+  CHECK(rc == KV_ERR_INVALID_ARGUMENT, "bad optimizer: %s", KVErrorName(rc));
+  rc = KVStoreSetUpdater(kv, NULL, NULL, NULL);
+  CHECK(rc == KV_ERR_NOT_SUPPORTED, "set_updater on a worker: %s", KVErrorName(rc));
+
+  /* Commands reach every server's controller; head 13 makes the controller fail. */
+  OK(KVStoreSendCommandToServers(kv, 5, "hello servers"));
+  rc = KVStoreSendCommandToServers(kv, 13, "fail please");
+  CHECK(rc == KV_ERR_CALLBACK, "failing controller: %s %s", KVErrorName(rc), KVGetLastError());
+  rc = KVStoreSendCommandToServers(kv, -1, "reserved");
+  CHECK(rc == KV_ERR_INVALID_ARGUMENT, "reserved head: %s", KVErrorName(rc));
+
+  int dead = -1;
+  OK(KVStoreGetNumDeadNode(kv, KV_NODE_SCHEDULER + KV_NODE_SERVERS + KV_NODE_WORKERS, 60, &dead));
+  CHECK(dead == 0, "%d dead nodes in a healthy job", dead);
+  rc = KVStoreGetNumDeadNode(kv, 0, 60, &dead);
+  CHECK(rc == KV_ERR_INVALID_ARGUMENT, "group 0: %s", KVErrorName(rc));
+
+  /* The store still works after all those errors. */
+  FillValue(a, 2.0);
+  OK(KVStorePush(kv, 1, &k, &a, 0));
+  OK(KVStorePull(kv, 1, &k, &a, 0));
+  ExpectAll(a, 2.0 * n, "after errors", 0);
+  for (int i = 0; i < 3; ++i) OK(KVStoreBarrier(kv));
+  OK(KVStoreSetBarrierBeforeExit(kv, 1));
+  KVArrayFree(a);
+  KVArrayFree(b);
+  KVArrayFree(h);
+  return 0;
+}
+
+static double Now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int Killed(KVStoreHandle kv) {
+  const int keys[2] = {1, 2};
+  KVArrayHandle v[2] = {NewArray(16, KV_FLOAT32), NewArray(16, KV_FLOAT32)};
+  KVArrayHandle o[2] = {NewArray(16, KV_FLOAT32), NewArray(16, KV_FLOAT32)};
+  OK(KVStoreInit(kv, 2, keys, v));
+  /* Round 0 completes for everyone. */
+  OK(KVStorePush(kv, 2, keys, v, 0));
+  OK(KVStorePull(kv, 2, keys, o, 0));
+  OK(KVStoreWaitAll(kv));
+  OK(KVStoreBarrier(kv));
+  if (g_rank == 2) {
+    /* Mid-round: push key 1 only, make sure it left, then die without any goodbye. */
+    OK(KVStorePush(kv, 1, &keys[0], &v[0], 0));
+    usleep(300000);
+    kill(getpid(), SIGKILL);
+  }
+  const double t0 = Now();
+  OK(KVStorePush(kv, 2, keys, v, 0));
+  int rc = KVStorePull(kv, 2, keys, o, 0);
+  if (rc == 0) rc = KVArrayWaitToRead(o[1]);
+  if (rc == 0) rc = KVArrayWaitToRead(o[0]);
+  if (rc == 0) rc = KVStoreWaitAll(kv);
+  const double took = Now() - t0;
+  CHECK(rc == KV_ERR_PEER_DEAD || rc == KV_ERR_TIMEOUT, "expected PEER_DEAD/TIMEOUT, got %s: %s",
+        KVErrorName(rc), KVGetLastError());
+  CHECK(strstr(KVGetLastError(), "worker 2") || strstr(KVGetLastError(), "worker(s) 2"),
+        "the error does not name worker 2: %s", KVGetLastError());
+  CHECK(took < 20.0, "took %.1f s to notice", took);
+  printf("SURVIVOR_OK rank %d after %.2f s: %s: %s\n", g_rank, took, KVErrorName(rc),
+         KVGetLastError());
+  fflush(stdout);
+  /* The exit barrier fails fast too (worker 2 is gone); KVStoreFree must not hang. */
+  KVArrayFree(v[0]);
+  KVArrayFree(v[1]);
+  KVArrayFree(o[0]);
+  KVArrayFree(o[1]);
+  return 0;
+}
+
+/* ------------------------------------------------------------------------------------ */
+
+static int Controller(int head, const char* body, void* user_data) {
+  int* count = (int*)user_data;
+  ++*count;
+  fprintf(stderr, "controller: head %d body '%s'\n", head, body);
+  return head == 13 ? 1 : 0;
+}
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: %s sync|async|assign|determinism|api|killed ...\n", argv[0]);
+    return 2;
+  }
+  const char* scenario = argv[1];
+  const char* type = strcmp(scenario, "async") == 0 ? "dist_async" : "dist_sync";
+  if (getenv("TEST_KV_TYPE")) type = getenv("TEST_KV_TYPE");
+  KVStoreHandle kv = NULL;
+  if (!KVIsWorkerNode()) {
+    OK(KVStoreCreate(type, &kv));
+    int commands = 0;
+    int rc = KVStoreRunServer(kv, Controller, &commands);
+    if (rc != 0) fprintf(stderr, "RunServer: %s: %s\n", KVErrorName(rc), KVGetLastError());
+    KVStoreFree(kv);
+    /* After a killed worker, servers report PEER_DEAD; that is the expected outcome. */
+    if (strcmp(scenario, "killed") == 0) return 0;
+    return rc == 0 ? 0 : 1;
+  }
+  OK(KVStoreCreate(type, &kv));
+  OK(KVStoreGetRank(kv, &g_rank));
+  int rc = 0;
+  if (strcmp(scenario, "sync") == 0 || strcmp(scenario, "async") == 0 ||
+      strcmp(scenario, "assign") == 0) {
+    const int rounds = argc > 2 ? atoi(argv[2]) : 3;
+    const int str = argc > 3 && strcmp(argv[3], "str") == 0;
+    rc = Data(kv, scenario, rounds, str);
+  } else if (strcmp(scenario, "determinism") == 0) {
+    CHECK(argc > 2, "determinism needs an output file");
+    rc = Determinism(kv, argv[2]);
+  } else if (strcmp(scenario, "api") == 0) {
+    rc = Api(kv);
+  } else if (strcmp(scenario, "killed") == 0) {
+    rc = Killed(kv);
+  } else {
+    CHECK(0, "unknown scenario %s", scenario);
+  }
+  const int free_rc = KVStoreFree(kv);
+  if (strcmp(scenario, "killed") != 0) {
+    CHECK(free_rc == 0, "KVStoreFree: %s %s", KVErrorName(free_rc), KVGetLastError());
+  }
+  printf("PASS %s rank %d\n", scenario, g_rank);
+  return rc;
+}

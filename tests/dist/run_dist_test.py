@@ -1,0 +1,166 @@
+#!/usr/bin/python3
+"""Drives one distributed test case through kvstore-launch (standard library only).
+
+    run_dist_test.py LAUNCHER CASE [options] -- program args...
+
+CASE:
+  run          launch -n W -s S; require exit 0 and one "PASS" line per worker
+  determinism  run twice; require both runs to pass and rank 0's result files to be
+               byte-identical (the program itself checks against the rank-order sum)
+  killed       launch with --keep-going; require every surviving worker to print
+               SURVIVOR_OK naming worker 2, and the whole job to end within --max-sec
+  garbage      like run, with PORT/TEST_SERVER_PORT set to a free port for the one server
+  launcher-fail  a worker exits 3: the launcher must return 3 and stop the rest quickly
+  ssh-dry-run  check the ssh command construction
+Every launch is bounded by --max-sec; a hang is a failure.
+"""
+
+import argparse
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def launch(a, extra, cmd, keep_going=False):
+    argv = [sys.executable, a.launcher, "-n", str(a.workers), "-s", str(a.servers)]
+    for e in a.env + extra:
+        argv += ["--env", e]
+    if a.server_cmd:
+        argv += ["--server-cmd", a.server_cmd]
+    else:
+        argv += ["--same-cmd"]
+    if keep_going:
+        argv.append("--keep-going")
+    argv += ["--"] + cmd
+    t0 = time.monotonic()
+    try:
+        p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           timeout=a.max_sec)
+    except subprocess.TimeoutExpired as e:
+        out = (e.stdout or b"").decode(errors="replace")
+        sys.stdout.write(out)
+        raise SystemExit("FAIL: the job did not finish within %.0f s" % a.max_sec)
+    out = p.stdout.decode(errors="replace")
+    sys.stdout.write(out)
+    return p.returncode, out, time.monotonic() - t0
+
+
+def expect_pass(a, rc, out):
+    if rc != 0:
+        raise SystemExit("FAIL: launcher exit status %d" % rc)
+    passes = len(re.findall(r"^\[worker \d+\] PASS ", out, re.M))
+    if passes != a.workers:
+        raise SystemExit("FAIL: %d of %d workers printed PASS" % (passes, a.workers))
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("launcher")
+    p.add_argument("case")
+    p.add_argument("-n", "--workers", type=int, default=2)
+    p.add_argument("-s", "--servers", type=int, default=1)
+    p.add_argument("--env", action="append", default=[])
+    p.add_argument("--server-cmd")
+    p.add_argument("--max-sec", type=float, default=60)
+    argv = sys.argv[1:]
+    cmd = []
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, cmd = argv[:cut], argv[cut + 1:]
+    a = p.parse_args(argv)
+
+    if a.case == "run":
+        rc, out, _ = launch(a, [], cmd)
+        expect_pass(a, rc, out)
+    elif a.case == "garbage":
+        port = free_port()
+        rc, out, _ = launch(a, ["PORT=%d" % port, "TEST_SERVER_PORT=%d" % port], cmd)
+        expect_pass(a, rc, out)
+        if "dropped a malformed message" not in out:
+            raise SystemExit("FAIL: the server logged no dropped message")
+    elif a.case == "determinism":
+        with tempfile.TemporaryDirectory() as d:
+            files = []
+            for run in range(2):
+                f = os.path.join(d, "run%d.bin" % run)
+                rc, out, _ = launch(a, [], [x.replace("@OUT@", f) for x in cmd])
+                expect_pass(a, rc, out)
+                files.append(open(f, "rb").read())
+            if not files[0] or files[0] != files[1]:
+                raise SystemExit("FAIL: the two runs produced different bytes")
+            print("identical: %d bytes" % len(files[0]))
+    elif a.case == "killed":
+        rc, out, took = launch(a, [], cmd, keep_going=True)
+        survivors = [w for w in range(a.workers) if w != 2]
+        for w in survivors:
+            if not re.search(r"^\[worker %d\] SURVIVOR_OK .*worker.*2" % w, out, re.M):
+                raise SystemExit("FAIL: worker %d did not report worker 2's death" % w)
+        if rc == 0:
+            raise SystemExit("FAIL: the launcher reported success for a job with a killed worker")
+        print("all survivors failed cleanly; job took %.1f s" % took)
+    elif a.case == "launcher-fail":
+        t0 = time.monotonic()
+        argv = [sys.executable, a.launcher, "-n", "3", "-s", "1", "--same-cmd", "--grace", "1",
+                "--", "sh", "-c",
+                'if [ "$DMLC_ROLE" = worker ] && [ "$DMLC_WORKER_ID" = 1 ]; then '
+                'echo about to fail; exit 3; fi; echo "$DMLC_ROLE up"; sleep 30']
+        p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           timeout=a.max_sec)
+        out = p.stdout.decode()
+        sys.stdout.write(out)
+        took = time.monotonic() - t0
+        if p.returncode != 3:
+            raise SystemExit("FAIL: launcher returned %d, expected 3" % p.returncode)
+        if "[worker 1] about to fail" not in out:
+            raise SystemExit("FAIL: output is not prefixed with role and rank")
+        if took > 15:
+            raise SystemExit("FAIL: stopping the job took %.1f s" % took)
+    elif a.case == "ssh-dry-run":
+        with tempfile.NamedTemporaryFile("w", suffix=".hosts", delete=False) as hf:
+            hf.write("# hosts\nnode-a\nuser@node-b  # second\n")
+        try:
+            argv = [sys.executable, a.launcher, "-n", "2", "-s", "1", "--launcher", "ssh",
+                    "-H", hf.name, "--root-uri", "10.0.0.1", "--port", "9100", "--dry-run",
+                    "--env", "KVSTORE_TIMEOUT_SEC=5", "--", "python3", "train.py", "--lr", "0.1 x"]
+            out = subprocess.run(argv, stdout=subprocess.PIPE, check=True,
+                                 timeout=a.max_sec).stdout.decode()
+        finally:
+            os.unlink(hf.name)
+        sys.stdout.write(out)
+        lines = dict(l.split(": ", 1) for l in out.strip().splitlines())
+        want = {
+            "server 0": ("node-a", "DMLC_ROLE=server", "DMLC_SERVER_ID=0"),
+            "worker 0": ("user@node-b", "DMLC_ROLE=worker", "DMLC_WORKER_ID=0"),
+            "worker 1": ("node-a", "DMLC_ROLE=worker", "DMLC_WORKER_ID=1"),
+        }
+        for label, (host, role, rid) in want.items():
+            line = lines.get(label, "")
+            if not line.startswith("ssh -o BatchMode=yes -o StrictHostKeyChecking=no %s " % host):
+                raise SystemExit("FAIL: %s: %s" % (label, line))
+            for frag in (role, rid, "DMLC_PS_ROOT_URI=10.0.0.1", "DMLC_PS_ROOT_PORT=9100",
+                         "DMLC_NUM_WORKER=2", "DMLC_NUM_SERVER=1", "KVSTORE_TIMEOUT_SEC=5"):
+                if frag not in line:
+                    raise SystemExit("FAIL: %s lacks %s: %s" % (label, frag, line))
+            if label.startswith("worker") and "train.py --lr '\"'\"'0.1 x'\"'\"'" not in line:
+                raise SystemExit("FAIL: %s: arguments are not quoted: %s" % (label, line))
+        if not lines.get("scheduler", "").startswith("env "):
+            raise SystemExit("FAIL: the scheduler must run locally: %s" % lines.get("scheduler"))
+    else:
+        raise SystemExit("unknown case %s" % a.case)
+    print("OK %s" % a.case)
+
+
+if __name__ == "__main__":
+    main()
