@@ -47,51 +47,37 @@ static inline void shortest(float v, char* buf, size_t size) {
   if (!strchr(buf, '.') && !strchr(buf, 'e')) strncat(buf, ".", size - strlen(buf) - 1);
 }
 
-/* numpy repr: array([[-2., -2., -2.],\n       [-2., -2., -2.]]) */
-static inline void print_numpy_repr(KVArrayHandle a) {
+/* Formats the six elements as numpy does (shortest float32 repr) and returns their widest
+ * width. */
+static inline size_t numpy_cells(KVArrayHandle a, char cells[6][32]) {
   float v[6];
-  char cells[6][32];
   size_t width = 0;
   read6(a, v);
   for (int i = 0; i < 6; ++i) {
     shortest(v[i], cells[i], sizeof cells[i]);
     if (strlen(cells[i]) > width) width = strlen(cells[i]);
   }
-  printf("array([[");
-  for (int i = 0; i < 6; ++i) {
-    printf("%*s%s", (int)width, cells[i], i == 2 ? "],\n       [" : i == 5 ? "]])\n" : ", ");
-  }
+  return width;
 }
+
+/* Prints a 2x3 array as "<open>c c c<row_sep>c c c<close>", each cell right-aligned to
+ * `pad` extra columns beyond the widest cell. */
+static inline void print_numpy(KVArrayHandle a, const char* open, const char* sep, const char* row_sep,
+                               const char* close, int pad) {
+  char cells[6][32];
+  const int width = (int)numpy_cells(a, cells) + pad;
+  printf("%s", open);
+  for (int i = 0; i < 6; ++i) printf("%*s%s", width, cells[i], i == 2 ? row_sep : i == 5 ? close : sep);
+}
+
+/* numpy repr: array([[-2., -2., -2.],\n       [-2., -2., -2.]]) */
+static inline void print_numpy_repr(KVArrayHandle a) { print_numpy(a, "array([[", ", ", "],\n       [", "]])\n", 0); }
 
 /* numpy str: [[-3. -3. -3.]\n [-3. -3. -3.]] */
-static inline void print_numpy_str(KVArrayHandle a) {
-  float v[6];
-  char cells[6][32];
-  size_t width = 0;
-  read6(a, v);
-  for (int i = 0; i < 6; ++i) {
-    shortest(v[i], cells[i], sizeof cells[i]);
-    if (strlen(cells[i]) > width) width = strlen(cells[i]);
-  }
-  printf("[[");
-  for (int i = 0; i < 6; ++i) printf("%*s%s", (int)width, cells[i], i == 2 ? "]\n [" : i == 5 ? "]]\n" : " ");
-}
+static inline void print_numpy_str(KVArrayHandle a) { print_numpy(a, "[[", " ", "]\n [", "]]\n", 0); }
 
-/* legacy numpy print (the Python tutorial): [[ 2.  2.  2.]\n [ 2.  2.  2.]] */
-static inline void print_numpy_legacy(KVArrayHandle a) {
-  float v[6];
-  char cells[6][32];
-  size_t width = 0;
-  read6(a, v);
-  for (int i = 0; i < 6; ++i) {
-    shortest(v[i], cells[i], sizeof cells[i]);
-    if (strlen(cells[i]) > width) width = strlen(cells[i]);
-  }
-  printf("[[");
-  for (int i = 0; i < 6; ++i) {
-    printf("%*s%s", (int)width + 1, cells[i], i == 2 ? "]\n [" : i == 5 ? "]]\n" : " ");
-  }
-}
+/* legacy numpy print (the Python tutorial), with a sign column: [[ 2.  2.  2.]\n [ 2.  2.  2.]] */
+static inline void print_numpy_legacy(KVArrayHandle a) { print_numpy(a, "[[", " ", "]\n [", "]]\n", 1); }
 
 /* Scala: Array[Float] = Array(2.0, 2.0, 2.0, 2.0, 2.0, 2.0) */
 static inline void print_scala(KVArrayHandle a) {
