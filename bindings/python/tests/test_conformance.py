@@ -472,3 +472,19 @@ def test_updater_exceptions_stay_on_their_thread(store):
         else:
             assert results[k] == "ok"
             numpy.testing.assert_array_equal(value_of(store, k), full(20))
+
+
+# -- built-in optimizers -------------------------------------------------------------------
+def test_set_optimizer(store):
+    store.init([1, 2], [nd.ones(SHAPE), nd.ones(SHAPE) * 10])
+    store.set_optimizer("sgd(learning_rate=0.5)")
+    store.push(1, nd.ones(SHAPE) * 2)  # w -= 0.5 * 2
+    numpy.testing.assert_array_equal(value_of(store, 1), full(0))
+    store.set_optimizer("test(rescale_grad=3)")  # w += 3 * g, replaces sgd
+    store.push(2, [nd.ones(SHAPE), nd.ones(SHAPE)])
+    numpy.testing.assert_array_equal(value_of(store, 2), full(16))
+    with pytest.raises(kvstore.InvalidArgumentError) as info:
+        store.set_optimizer("sgd(momentun=0.9)")
+    assert "momentun" in info.value.message
+    with pytest.raises(TypeError):
+        store.set_optimizer(None)
