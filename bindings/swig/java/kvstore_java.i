@@ -416,6 +416,7 @@ bool kvjava_span_acquire(JNIEnv* env, jobject obj, KVJavaSpan* span) {
       return false;
     }
     jint pos = env->CallIntMethod(obj, kvjava_ids.buffer_position);
+    if (env->ExceptionCheck()) return false;
     jint rem = env->CallIntMethod(obj, kvjava_ids.buffer_remaining);
     if (env->ExceptionCheck()) return false;
     span->ptr = static_cast<char*>(addr) + (size_t)pos * elem;

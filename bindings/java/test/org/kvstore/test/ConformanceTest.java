@@ -1,0 +1,748 @@
+package org.kvstore.test;
+
+import java.io.IOException;
+import java.lang.ref.WeakReference;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.FloatBuffer;
+import java.nio.file.Files;
+import java.nio.file.Paths;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicReference;
+import org.kvstore.Context;
+import org.kvstore.DType;
+import org.kvstore.KVCallbackException;
+import org.kvstore.KVDeviceException;
+import org.kvstore.KVDtypeMismatchException;
+import org.kvstore.KVDuplicateKeyException;
+import org.kvstore.KVErrors;
+import org.kvstore.KVInvalidArgumentException;
+import org.kvstore.KVKeyKindMismatchException;
+import org.kvstore.KVLibrary;
+import org.kvstore.KVNullPointerException;
+import org.kvstore.KVShapeMismatchException;
+import org.kvstore.KVStore;
+import org.kvstore.KVStoreException;
+import org.kvstore.KVUnknownKeyException;
+import org.kvstore.NDArray;
+import org.kvstore.Shape;
+import org.kvstore.StrUpdater;
+import org.kvstore.Updater;
+import org.kvstore.swig.ArrayHandle;
+import org.kvstore.swig.KVStoreLib;
+
+/**
+ * Java conformance suite: the seed tutorial's numbers and scenarios C1-C14 of
+ * bindings/conformance/SCENARIOS.md. Ends with "N passed, N failed"; exits 1 on any failure.
+ */
+public final class ConformanceTest {
+  private static int passed;
+  private static int failed;
+  private static final Shape S23 = Shape.of(2, 3);
+
+  private ConformanceTest() {}
+
+  // ------------------------------------------------------------------------------------------
+  // A minimal harness
+
+  @FunctionalInterface
+  interface Body {
+    void run() throws Exception;
+  }
+
+  private static void check(String what, boolean ok) {
+    if (ok) {
+      ++passed;
+    } else {
+      ++failed;
+      System.out.println("FAIL: " + what);
+    }
+  }
+
+  private static void checkEq(String what, Object expected, Object actual) {
+    boolean ok = expected == null ? actual == null : expected.equals(actual);
+    check(what + " (expected " + expected + ", got " + actual + ")", ok);
+  }
+
+  private static void checkValues(String what, float expected, NDArray a) {
+    float[] v = a.toFloatArray();
+    float[] want = new float[v.length];
+    Arrays.fill(want, expected);
+    check(what + " (expected all " + expected + ", got " + Arrays.toString(v) + ")",
+        v.length > 0 && Arrays.equals(want, v));
+  }
+
+  private static <T extends Throwable> T expectThrows(String what, Class<T> cls, Body body) {
+    try {
+      body.run();
+    } catch (Throwable t) {
+      if (cls.isInstance(t)) {
+        ++passed;
+        return cls.cast(t);
+      }
+      ++failed;
+      System.out.println("FAIL: " + what + ": expected " + cls.getSimpleName() + ", got " + t);
+      return null;
+    }
+    ++failed;
+    System.out.println("FAIL: " + what + ": expected " + cls.getSimpleName() + ", nothing thrown");
+    return null;
+  }
+
+  private static void checkMessage(String what, Throwable t, String... parts) {
+    if (t == null) return; // already counted as a failure
+    String m = String.valueOf(t.getMessage());
+    for (String p : parts) check(what + ": message \"" + m + "\" names " + p, m.contains(p));
+  }
+
+  private static void scenario(String name, Body body) {
+    System.out.println("== " + name);
+    try {
+      body.run();
+    } catch (Throwable t) {
+      ++failed;
+      System.out.println("FAIL: " + name + " threw " + t);
+      t.printStackTrace(System.out);
+    }
+  }
+
+  private static NDArray filled(float v) {
+    return NDArray.full(S23, v, DType.FLOAT32, Context.cpu());
+  }
+
+  // ------------------------------------------------------------------------------------------
+
+  public static void main(String[] args) throws Exception {
+    scenario("C1 tutorial replay", ConformanceTest::c1Tutorial);
+    scenario("C2 shape mismatch on push", ConformanceTest::c2ShapeMismatch);
+    scenario("C3 dtype mismatch on push", ConformanceTest::c3DtypeMismatch);
+    scenario("C4 unknown key on push and pull", ConformanceTest::c4UnknownKey);
+    scenario("C5 duplicate init", ConformanceTest::c5DuplicateInit);
+    scenario("C6 mixed key kinds", ConformanceTest::c6MixedKeys);
+    scenario("C7 updater raises", ConformanceTest::c7UpdaterRaises);
+    scenario("C7 updater raises on concurrent threads", ConformanceTest::c7Threads);
+    scenario("C8 stateful updater", ConformanceTest::c8StatefulUpdater);
+    scenario("C9 int and string keys", ConformanceTest::c9IntAndStringKeys);
+    scenario("C10 lists", ConformanceTest::c10Lists);
+    scenario("C11 pushpull and broadcast", ConformanceTest::c11PushPullBroadcast);
+    scenario("C12 dtypes", ConformanceTest::c12Dtypes);
+    scenario("C13 type name", ConformanceTest::c13TypeName);
+    scenario("C14 release: arrays", ConformanceTest::c14Arrays);
+    scenario("C14 release: stores with updaters", ConformanceTest::c14Stores);
+    scenario("C14 release: the free hook drops the updater", ConformanceTest::c14FreeHook);
+    scenario("errors: one class per code", ConformanceTest::errorClasses);
+    scenario("arrays: host data, NIO buffers, arithmetic, misuse", ConformanceTest::arrays);
+    System.out.println(passed + " passed, " + failed + " failed");
+    System.exit(failed == 0 ? 0 : 1);
+  }
+
+  // ------------------------------------------------------------------------------------------
+
+  private static Context gpuOrCpu(int i) {
+    return i < KVLibrary.gpuCount() ? Context.gpu(i) : Context.cpu(i);
+  }
+
+  static void c1Tutorial() {
+    try (KVStore kv = KVStore.create("local")) {
+      Shape shape = Shape.of(2, 3);
+      kv.init(3, NDArray.ones(shape).mul(2));
+      NDArray a = NDArray.zeros(shape);
+      kv.pull(3, a);
+      checkValues("init then pull", 2f, a);
+
+      kv.push(3, NDArray.ones(shape).mul(8));
+      kv.pull(3, a);
+      checkValues("push replaces (assign)", 8f, a);
+
+      Context[] gpus = {gpuOrCpu(0), gpuOrCpu(1), gpuOrCpu(2), gpuOrCpu(3)};
+      NDArray[] b = new NDArray[4];
+      for (int i = 0; i < 4; ++i) b[i] = NDArray.ones(shape, gpus[i]);
+      kv.push(3, b);
+      kv.pull(3, a);
+      checkValues("four pushed values are summed", 4f, a);
+
+      List<Integer> calls = new ArrayList<>();
+      kv.setUpdater((key, input, stored) -> {
+        calls.add(key);
+        stored.addInPlace(input.mul(2));
+      });
+      kv.pull(3, a);
+      checkValues("setting an updater changes nothing", 4f, a);
+      kv.push(3, NDArray.ones(shape));
+      kv.pull(3, a);
+      checkValues("updater stored += input * 2", 6f, a);
+      checkEq("updater called once, for key 3", Arrays.asList(3), calls);
+
+      for (int i = 0; i < 4; ++i) b[i] = NDArray.ones(shape, gpus[i]);
+      kv.pull(3, b);
+      for (int i = 0; i < 4; ++i) checkValues("pull into device " + i, 6f, b[i]);
+
+      calls.clear();
+      int[] keys = {5, 7, 9};
+      NDArray[] ones = {NDArray.ones(shape), NDArray.ones(shape), NDArray.ones(shape)};
+      kv.init(keys, ones);
+      kv.push(keys, ones);
+      checkEq("updater called for 5, 7, 9", Arrays.asList(5, 7, 9), calls);
+      NDArray[] c = {NDArray.zeros(shape), NDArray.zeros(shape), NDArray.zeros(shape)};
+      kv.pull(keys, c);
+      for (int i = 0; i < 3; ++i) checkValues("list pull " + keys[i], 3f, c[i]);
+    }
+  }
+
+  static void c2ShapeMismatch() {
+    try (KVStore kv = KVStore.create("local"); NDArray wrong = NDArray.ones(Shape.of(3, 2));
+        NDArray out = NDArray.zeros(S23)) {
+      kv.init(3, filled(2));
+      KVShapeMismatchException e =
+          expectThrows("push (3,2) to a (2,3) key", KVShapeMismatchException.class, () -> kv.push(3, wrong));
+      checkMessage("shape mismatch", e, "3", "(2,3)", "(3,2)");
+      if (e != null) checkEq("code", -6, e.getCode());
+      if (e != null) checkEq("code name", "KV_ERR_SHAPE_MISMATCH", e.getCodeName());
+      kv.pull(3, out);
+      checkValues("stored value unchanged", 2f, out);
+      // A failing list push changes no key, not even the valid ones before it.
+      kv.init(4, filled(1));
+      expectThrows("list push with one bad shape", KVShapeMismatchException.class,
+          () -> kv.push(new int[] {4, 3}, new NDArray[] {filled(9), wrong}));
+      kv.pull(4, out);
+      checkValues("valid key of the failed list push unchanged", 1f, out);
+    }
+  }
+
+  static void c3DtypeMismatch() {
+    try (KVStore kv = KVStore.create("local");
+        NDArray wrong = NDArray.ones(S23, DType.FLOAT64);
+        NDArray out = NDArray.zeros(S23)) {
+      kv.init(3, filled(2));
+      KVDtypeMismatchException e =
+          expectThrows("push float64 to a float32 key", KVDtypeMismatchException.class, () -> kv.push(3, wrong));
+      checkMessage("dtype mismatch", e, "3", "float32", "float64");
+      kv.pull(3, out);
+      checkValues("stored value unchanged", 2f, out);
+    }
+  }
+
+  static void c4UnknownKey() {
+    try (KVStore kv = KVStore.create("local"); NDArray out = filled(7)) {
+      kv.init(3, filled(2));
+      KVUnknownKeyException e =
+          expectThrows("push to a key never initialised", KVUnknownKeyException.class, () -> kv.push(99, filled(1)));
+      checkMessage("unknown key push", e, "99");
+      e = expectThrows("pull of a key never initialised", KVUnknownKeyException.class, () -> kv.pull(99, out));
+      checkMessage("unknown key pull", e, "99");
+      checkValues("the pull output is not written", 7f, out);
+      expectThrows("list pull with one unknown key", KVUnknownKeyException.class,
+          () -> kv.pull(new int[] {3, 98}, new NDArray[] {out, filled(0)}));
+      checkValues("no output of the failed list pull written", 7f, out);
+    }
+  }
+
+  static void c5DuplicateInit() {
+    try (KVStore kv = KVStore.create("local"); NDArray out = NDArray.zeros(S23)) {
+      kv.init(3, filled(2));
+      KVDuplicateKeyException e =
+          expectThrows("second init of key 3", KVDuplicateKeyException.class, () -> kv.init(3, filled(5)));
+      checkMessage("duplicate init", e, "3");
+      kv.pull(3, out);
+      checkValues("the first init's value is kept", 2f, out);
+      expectThrows("a key repeated in one init", KVInvalidArgumentException.class,
+          () -> kv.init(new int[] {4, 4}, new NDArray[] {filled(1), filled(1)}));
+    }
+  }
+
+  static void c6MixedKeys() {
+    try (KVStore kv = KVStore.create("local"); NDArray out = NDArray.zeros(S23)) {
+      kv.init(3, filled(2));
+      KVKeyKindMismatchException e = expectThrows("string key in an int-key store",
+          KVKeyKindMismatchException.class, () -> kv.init("a", filled(1)));
+      checkMessage("int store, string key", e, "a");
+      expectThrows("string push in an int-key store", KVKeyKindMismatchException.class,
+          () -> kv.push("3", filled(1)));
+      kv.pull(3, out);
+      checkValues("int store unchanged", 2f, out);
+    }
+    try (KVStore kv = KVStore.create("local"); NDArray out = NDArray.zeros(S23)) {
+      kv.init("w", filled(4));
+      KVKeyKindMismatchException e = expectThrows("int key in a string-key store",
+          KVKeyKindMismatchException.class, () -> kv.push(3, filled(1)));
+      checkMessage("string store, int key", e, "3");
+      expectThrows("int pull in a string-key store", KVKeyKindMismatchException.class, () -> kv.pull(3, out));
+      kv.pull("w", out);
+      checkValues("string store unchanged", 4f, out);
+    }
+  }
+
+  static void c7UpdaterRaises() {
+    try (KVStore kv = KVStore.create("local"); NDArray out = NDArray.zeros(S23)) {
+      kv.init(3, filled(2));
+      IllegalStateException boom = new IllegalStateException("boom from the updater");
+      kv.setUpdater((key, recv, stored) -> {
+        stored.addInPlace(recv); // partial work: the library must roll it back
+        throw boom;
+      });
+      IllegalStateException got =
+          expectThrows("the updater's exception reaches push", IllegalStateException.class, () -> kv.push(3, filled(1)));
+      check("it is the very exception the updater threw", got == boom);
+      kv.pull(3, out);
+      checkValues("stored value unchanged after the failed push", 2f, out);
+
+      // An Error subclass is carried the same way.
+      AssertionError err = new AssertionError("assertion in updater");
+      kv.setUpdater((key, recv, stored) -> {
+        throw err;
+      });
+      AssertionError gotErr = expectThrows("an Error from the updater", AssertionError.class, () -> kv.push(3, filled(1)));
+      check("same Error instance", gotErr == err);
+
+      // An updater that calls data functions of its own store gets the library's refusal.
+      kv.setUpdater((key, recv, stored) -> kv.pull(3, out));
+      expectThrows("re-entrant store call from the updater", KVInvalidArgumentException.class,
+          () -> kv.push(3, filled(1)));
+
+      // A working updater afterwards: nothing stale is rethrown.
+      kv.setUpdater((key, recv, stored) -> stored.addInPlace(recv));
+      kv.push(3, filled(1));
+      kv.pull(3, out);
+      checkValues("a later push with a good updater works", 3f, out);
+
+      // Borrowed arrays do not outlive the call.
+      AtomicReference<NDArray> kept = new AtomicReference<>();
+      kv.setUpdater((key, recv, stored) -> {
+        kept.set(stored);
+        stored.addInPlace(recv);
+      });
+      kv.push(3, filled(1));
+      expectThrows("a borrowed array kept after the updater returned", IllegalStateException.class,
+          () -> kept.get().toFloatArray());
+    }
+  }
+
+  static void c7Threads() throws Exception {
+    try (KVStore kv = KVStore.create("local")) {
+      int nthreads = 4;
+      for (int t = 0; t < nthreads; ++t) kv.init(t, filled(0));
+      kv.setUpdater((key, recv, stored) -> {
+        if (key == 2) throw new IllegalArgumentException("key 2 refuses");
+        stored.addInPlace(recv);
+      });
+      int rounds = 200;
+      AtomicInteger wrong = new AtomicInteger();
+      AtomicInteger refused = new AtomicInteger();
+      Thread[] threads = new Thread[nthreads];
+      for (int t = 0; t < nthreads; ++t) {
+        final int key = t;
+        threads[t] = new Thread(() -> {
+          for (int r = 0; r < rounds; ++r) {
+            try (NDArray one = filled(1)) {
+              kv.push(key, one);
+              if (key == 2) wrong.incrementAndGet();
+            } catch (IllegalArgumentException e) {
+              if (key == 2 && e.getMessage().equals("key 2 refuses")) refused.incrementAndGet();
+              else wrong.incrementAndGet();
+            } catch (RuntimeException e) {
+              wrong.incrementAndGet();
+            }
+          }
+        });
+        threads[t].start();
+      }
+      for (Thread th : threads) th.join();
+      checkEq("each failing push on its own thread got its own exception", rounds, refused.get());
+      checkEq("no exception leaked to another thread", 0, wrong.get());
+      try (NDArray out = NDArray.zeros(S23)) {
+        for (int t = 0; t < nthreads; ++t) {
+          kv.pull(t, out);
+          checkValues("key " + t + " after " + rounds + " pushes", t == 2 ? 0f : rounds, out);
+        }
+      }
+    }
+  }
+
+  static void c8StatefulUpdater() {
+    final class Counting implements Updater {
+      final List<String> log = new ArrayList<>();
+      final Map<Integer, Integer> perKey = new HashMap<>();
+
+      @Override
+      public void update(int key, NDArray recv, NDArray stored) {
+        int n = perKey.merge(key, 1, Integer::sum);
+        log.add(key + "#" + n);
+        try (NDArray scaled = recv.mul(n)) {
+          stored.addInPlace(scaled); // stored += n * recv, n = calls so far for this key
+        }
+      }
+    }
+    Counting u = new Counting();
+    try (KVStore kv = KVStore.create("local"); NDArray out = NDArray.zeros(S23)) {
+      kv.init(new int[] {1, 2}, new NDArray[] {filled(0), filled(100)});
+      kv.setUpdater(u);
+      kv.push(1, filled(1));
+      kv.push(1, filled(1));
+      kv.push(2, filled(1));
+      kv.push(1, filled(1));
+      kv.push(new int[] {2, 1}, new NDArray[] {filled(1), filled(1)});
+      checkEq("call sequence", Arrays.asList("1#1", "1#2", "2#1", "1#3", "2#2", "1#4"), u.log);
+      kv.pull(1, out);
+      checkValues("key 1 = 1+2+3+4", 10f, out);
+      kv.pull(2, out);
+      checkValues("key 2 = 100+1+2", 103f, out);
+    }
+  }
+
+  static void c9IntAndStringKeys() {
+    try (KVStore kv = KVStore.create("local"); NDArray out = NDArray.zeros(S23)) {
+      kv.init(new int[] {0, 1}, new NDArray[] {filled(1), filled(2)});
+      kv.push(1, filled(5));
+      kv.pull(1, out);
+      checkValues("int key store", 5f, out);
+    }
+    try (KVStore kv = KVStore.create("local"); NDArray out = NDArray.zeros(S23)) {
+      kv.init(new String[] {"weight", "bias"}, new NDArray[] {filled(1), filled(2)});
+      List<String> seen = new ArrayList<>();
+      StrUpdater su = (key, recv, stored) -> {
+        seen.add(key);
+        stored.addInPlace(recv);
+      };
+      kv.setStrUpdater(su);
+      kv.push("bias", filled(3));
+      kv.pull("bias", out);
+      checkValues("string updater merged", 5f, out);
+      checkEq("string updater receives the original key", Arrays.asList("bias"), seen);
+      // Without a string updater, the int updater sees the internal id of a string key.
+      kv.setStrUpdater(null);
+      List<Integer> ids = new ArrayList<>();
+      kv.setUpdater((key, recv, stored) -> {
+        ids.add(key);
+        stored.subInPlace(recv);
+      });
+      kv.push("weight", filled(1));
+      kv.pull("weight", out);
+      checkValues("int updater applied to a string key", 0f, out);
+      checkEq("int updater called once", 1, ids.size());
+    }
+  }
+
+  static void c10Lists() {
+    try (KVStore kv = KVStore.create("local")) {
+      kv.init(3, filled(0));
+      kv.push(3, new NDArray[] {filled(1), filled(2), filled(3)});
+      NDArray[] outs = {filled(-1), filled(-1), filled(-1)};
+      kv.pull(3, outs);
+      for (int i = 0; i < 3; ++i) checkValues("one key, three outputs: output " + i, 6f, outs[i]);
+      kv.push(new int[] {3, 3}, new NDArray[] {filled(4), filled(5)});
+      kv.pull(3, outs[0]);
+      checkValues("a key repeated in the key list sums", 9f, outs[0]);
+
+      int[] keys = {10, 11, 12};
+      kv.init(keys, new NDArray[] {filled(1), filled(2), filled(3)});
+      kv.push(keys, new NDArray[] {filled(10), filled(20), filled(30)});
+      kv.pull(keys, outs);
+      checkValues("list pull 10", 10f, outs[0]);
+      checkValues("list pull 11", 20f, outs[1]);
+      checkValues("list pull 12", 30f, outs[2]);
+      expectThrows("keys and values of different lengths", KVInvalidArgumentException.class,
+          () -> kv.push(keys, new NDArray[] {filled(1)}));
+      expectThrows("a null value in a list", KVNullPointerException.class,
+          () -> kv.push(keys, new NDArray[] {filled(1), null, filled(1)}));
+      kv.pull(keys, outs);
+      checkValues("rejected lists changed nothing", 10f, outs[0]);
+    }
+  }
+
+  static void c11PushPullBroadcast() {
+    try (KVStore kv = KVStore.create("local"); NDArray out = NDArray.zeros(S23)) {
+      kv.init(3, filled(1));
+      kv.setUpdater((key, recv, stored) -> stored.addInPlace(recv));
+      kv.pushPull(3, filled(5), out);
+      checkValues("pushpull returns the merged value", 6f, out);
+      kv.pushPull(new int[] {3, 3}, new NDArray[] {filled(1), filled(1)}, new int[] {3}, new NDArray[] {out}, 0);
+      checkValues("pushpull of two values", 8f, out);
+
+      try (NDArray b = NDArray.zeros(S23)) {
+        kv.broadcast(20, filled(7), b);
+        checkValues("broadcast inits then pulls", 7f, b);
+        KVDuplicateKeyException e = expectThrows("a second broadcast of the key", KVDuplicateKeyException.class,
+            () -> kv.broadcast(20, filled(9), b));
+        checkMessage("second broadcast", e, "20");
+        kv.pull(20, b);
+        checkValues("the first broadcast's value is kept", 7f, b);
+      }
+    }
+    try (KVStore kv = KVStore.create("local"); NDArray out = NDArray.zeros(S23)) {
+      kv.broadcast("s", filled(2), out);
+      checkValues("string-key broadcast", 2f, out);
+      kv.pushPull("s", filled(4), out);
+      checkValues("string-key pushpull (assign)", 4f, out);
+    }
+  }
+
+  static void c12Dtypes() {
+    Shape s = Shape.of(4);
+    try (KVStore kv = KVStore.create("local")) {
+      // float32
+      kv.init(0, NDArray.create(new float[] {1.5f, -2f, 3f, 0f}, s));
+      kv.push(0, new NDArray[] {NDArray.create(new float[] {1f, 1f, 1f, 1f}, s), NDArray.create(new float[] {0.25f, 0f, 0f, 0f}, s)});
+      NDArray o32 = NDArray.zeros(s, DType.FLOAT32);
+      kv.pull(0, o32);
+      check("float32 round trip", Arrays.equals(new float[] {1.25f, 1f, 1f, 1f}, o32.toFloatArray()));
+      // float64
+      kv.init(1, NDArray.create(new double[] {1e-300, 2, 3, 4}, s, Context.cpu()));
+      kv.push(1, NDArray.create(new double[] {0.1, 0.2, 1e300, -4}, s, Context.cpu()));
+      NDArray o64 = NDArray.zeros(s, DType.FLOAT64);
+      kv.pull(1, o64);
+      check("float64 round trip", Arrays.equals(new double[] {0.1, 0.2, 1e300, -4}, o64.toDoubleArray()));
+      // float16 (bit patterns: 1.0 = 0x3C00, 2.0 = 0x4000, -0.5 = 0xB800)
+      short one = 0x3C00;
+      short two = 0x4000;
+      short mhalf = (short) 0xB800;
+      kv.init(2, NDArray.createFloat16(new short[] {one, one, one, one}, s, Context.cpu()));
+      kv.push(2, new NDArray[] {NDArray.createFloat16(new short[] {one, one, mhalf, 0}, s, Context.cpu()),
+          NDArray.createFloat16(new short[] {one, 0, 0, 0}, s, Context.cpu())});
+      NDArray o16 = NDArray.zeros(s, DType.FLOAT16);
+      kv.pull(2, o16);
+      check("float16 round trip (sum 1+1=2)", Arrays.equals(new short[] {two, one, mhalf, 0}, o16.toFloat16Bits()));
+      // int32
+      kv.init(3, NDArray.create(new int[] {0, 0, 0, 0}, s, Context.cpu()));
+      kv.push(3, new NDArray[] {NDArray.create(new int[] {1, -2, 2147483600, 7}, s, Context.cpu()),
+          NDArray.create(new int[] {1, 0, 47, 0}, s, Context.cpu())});
+      NDArray oi = NDArray.zeros(s, DType.INT32);
+      kv.pull(3, oi);
+      check("int32 round trip", Arrays.equals(new int[] {2, -2, 2147483647, 7}, oi.toIntArray()));
+      // int64
+      kv.init(4, NDArray.create(new long[] {0, 0, 0, 0}, s, Context.cpu()));
+      kv.push(4, NDArray.create(new long[] {1L << 40, -1, Long.MAX_VALUE, 3}, s, Context.cpu()));
+      NDArray ol = NDArray.zeros(s, DType.INT64);
+      kv.pull(4, ol);
+      check("int64 round trip", Arrays.equals(new long[] {1L << 40, -1, Long.MAX_VALUE, 3}, ol.toLongArray()));
+      // uint8
+      kv.init(5, NDArray.create(new byte[] {0, 0, 0, 0}, s, Context.cpu()));
+      kv.push(5, new NDArray[] {NDArray.create(new byte[] {(byte) 200, 1, 2, 3}, s, Context.cpu()),
+          NDArray.create(new byte[] {(byte) 55, 1, 0, 0}, s, Context.cpu())});
+      NDArray ou = NDArray.zeros(s, DType.UINT8);
+      kv.pull(5, ou);
+      byte[] u = ou.toByteArray();
+      check("uint8 round trip (200+55=255)", Byte.toUnsignedInt(u[0]) == 255 && u[1] == 2 && u[2] == 2 && u[3] == 3);
+      for (DType t : DType.values()) {
+        try (NDArray z = NDArray.zeros(s, t)) {
+          checkEq("dtype reported for " + t, t, z.dtype());
+          checkEq("nbytes of " + t, 4L * t.size(), z.nbytes());
+        }
+      }
+      expectThrows("float[] into an int32 array", KVDtypeMismatchException.class, () -> oi.copyFrom(new float[4]));
+    }
+  }
+
+  static void c13TypeName() {
+    try (KVStore kv = KVStore.create("LoCaL")) {
+      checkEq("type is the given name lowercased", "local", kv.type());
+      checkEq("rank", 0, kv.rank());
+      checkEq("num workers", 1, kv.numWorkers());
+      kv.barrier();
+    }
+    try (KVStore kv = KVStore.create("Device")) {
+      checkEq("device type", "device", kv.type());
+    }
+    KVInvalidArgumentException e =
+        expectThrows("unknown store type", KVInvalidArgumentException.class, () -> KVStore.create("bogus_store"));
+    checkMessage("unknown type", e, "bogus_store", "local", "device", "dist_sync");
+    expectThrows("null store type", KVNullPointerException.class, () -> KVStore.create(null));
+  }
+
+  // ------------------------------------------------------------------------------------------
+
+  private static long rssKb() throws IOException {
+    for (String line : Files.readAllLines(Paths.get("/proc/self/status"))) {
+      if (line.startsWith("VmRSS:")) return Long.parseLong(line.replaceAll("[^0-9]", ""));
+    }
+    throw new IOException("no VmRSS in /proc/self/status");
+  }
+
+  private static void settle() throws InterruptedException {
+    for (int i = 0; i < 3; ++i) {
+      System.gc();
+      Thread.sleep(50);
+    }
+  }
+
+  static void c14Arrays() throws Exception {
+    Shape s = Shape.of(256); // 1 KiB per array: 10^5 leaked arrays would be ~100 MiB
+    for (int i = 0; i < 20_000; ++i) {
+      try (NDArray a = NDArray.zeros(s)) {
+        a.fill(i);
+      }
+    }
+    settle();
+    long before = rssKb();
+    for (int i = 0; i < 100_000; ++i) {
+      try (NDArray a = NDArray.zeros(s)) {
+        a.fill(i);
+      }
+    }
+    settle();
+    long after = rssKb();
+    long growthKb = after - before;
+    System.out.println("   10^5 array create/close cycles: RSS " + before + " kB -> " + after + " kB");
+    check("RSS growth " + growthKb + " kB below the 16 MiB bound", growthKb < 16 * 1024);
+
+    // Arrays that are never closed are reclaimed by the Cleaner. The first round sets the
+    // process's peak (freed memory stays in malloc's pools); a second round of the same size
+    // must reuse it rather than grow by another ~100 MiB.
+    for (int i = 0; i < 100_000; ++i) NDArray.zeros(s);
+    settle();
+    long mid = rssKb();
+    for (int i = 0; i < 100_000; ++i) NDArray.zeros(s);
+    settle();
+    long end = rssKb();
+    System.out.println("   10^5 unclosed arrays: RSS " + mid + " kB -> " + end + " kB");
+    check("unclosed arrays reclaimed: growth " + (end - mid) + " kB below 32 MiB", end - mid < 32 * 1024);
+  }
+
+  static void c14Stores() throws Exception {
+    Shape s = Shape.of(1024);
+    for (int i = 0; i < 200; ++i) storeCycle(s);
+    settle();
+    long before = rssKb();
+    for (int i = 0; i < 1000; ++i) storeCycle(s);
+    settle();
+    long after = rssKb();
+    System.out.println("   10^3 store cycles with an updater: RSS " + before + " kB -> " + after + " kB");
+    check("RSS growth " + (after - before) + " kB below the 16 MiB bound", after - before < 16 * 1024);
+  }
+
+  private static void storeCycle(Shape s) {
+    try (KVStore kv = KVStore.create("local"); NDArray v = NDArray.ones(s)) {
+      kv.setUpdater((key, recv, stored) -> stored.addInPlace(recv));
+      kv.init(1, v);
+      kv.push(1, v);
+    }
+  }
+
+  /** The store's free hook deletes the JNI global ref: the updater becomes collectable. */
+  static void c14FreeHook() throws Exception {
+    AtomicInteger released = new AtomicInteger();
+    KVStore kv = KVStore.create("local");
+    WeakReference<Updater> weak = registerUpdater(kv, released);
+    settle();
+    check("while registered, the store keeps the updater alive", weak.get() != null);
+    checkEq("not released while registered", 0, released.get());
+
+    kv.close();
+    checkEq("released() ran once when the store was freed", 1, released.get());
+    for (int i = 0; i < 50 && weak.get() != null; ++i) settle();
+    check("after close the updater is collectable (global ref deleted)", weak.get() == null);
+
+    // Replacing an updater releases the previous registration too.
+    try (KVStore kv2 = KVStore.create("local")) {
+      AtomicInteger r2 = new AtomicInteger();
+      WeakReference<Updater> w2 = registerUpdater(kv2, r2);
+      kv2.setUpdater(null);
+      checkEq("released() ran when the updater was cleared", 1, r2.get());
+      for (int i = 0; i < 50 && w2.get() != null; ++i) settle();
+      check("a cleared updater is collectable", w2.get() == null);
+    }
+    expectThrows("a closed store refuses calls", IllegalStateException.class, () -> kv.type());
+  }
+
+  private static WeakReference<Updater> registerUpdater(KVStore kv, AtomicInteger released) {
+    Updater u = new Updater() {
+      @Override
+      public void update(int key, NDArray recv, NDArray stored) {
+        stored.addInPlace(recv);
+      }
+
+      @Override
+      public void released() {
+        released.incrementAndGet();
+      }
+    };
+    kv.setUpdater(u);
+    return new WeakReference<>(u);
+  }
+
+  // ------------------------------------------------------------------------------------------
+
+  static void errorClasses() {
+    int[] codes = KVErrors.codes();
+    checkEq("every code of the table", 18, codes.length);
+    java.util.Set<Class<?>> classes = new java.util.HashSet<>();
+    for (int code : codes) {
+      KVStoreException e = KVErrors.create(code, "m");
+      checkEq("code kept for " + code, code, e.getCode());
+      checkEq("name matches the C table for " + code, KVLibrary.errorName(code), e.getCodeName());
+      check("a subclass, not the base, for " + code, e.getClass() != KVStoreException.class);
+      classes.add(e.getClass());
+    }
+    checkEq("one distinct class per code", codes.length, classes.size());
+    check("callback code maps to KVCallbackException", KVErrors.create(-17, "x") instanceof KVCallbackException);
+    checkEq("unknown code gives the base class", KVStoreException.class, KVErrors.create(-999, "x").getClass());
+  }
+
+  static void arrays() {
+    try (NDArray a = NDArray.zeros(S23)) {
+      FloatBuffer view = a.asFloatBuffer();
+      view.put(0, 5f).put(5, 6f);
+      float[] v = a.toFloatArray();
+      check("writes through the zero-copy view land in the array", v[0] == 5f && v[5] == 6f);
+      a.fill(2);
+      check("the view sees later writes", view.get(3) == 2f);
+
+      ByteBuffer direct = ByteBuffer.allocateDirect(24).order(ByteOrder.nativeOrder());
+      FloatBuffer fb = direct.asFloatBuffer();
+      for (int i = 0; i < 6; ++i) fb.put(i, i);
+      a.copyFrom(fb);
+      check("copy in from a direct FloatBuffer", Arrays.equals(new float[] {0, 1, 2, 3, 4, 5}, a.toFloatArray()));
+      ByteBuffer back = ByteBuffer.allocateDirect(24).order(ByteOrder.nativeOrder());
+      a.copyTo(back);
+      check("copy out to a direct ByteBuffer", back.getFloat(20) == 5f);
+      expectThrows("a heap buffer is refused", KVInvalidArgumentException.class,
+          () -> a.copyFrom(FloatBuffer.allocate(6)));
+      expectThrows("a direct buffer of the wrong size", KVInvalidArgumentException.class,
+          () -> a.copyFrom(ByteBuffer.allocateDirect(8)));
+      expectThrows("a float[] of the wrong length", KVInvalidArgumentException.class, () -> a.copyFrom(new float[5]));
+
+      try (NDArray b = NDArray.create(new float[] {1, 2, 3, 4, 5, 6}, S23);
+          NDArray sum = a.add(b); NDArray diff = b.sub(1); NDArray prod = b.mul(b); NDArray q = b.div(2)) {
+        check("add", Arrays.equals(new float[] {1, 3, 5, 7, 9, 11}, sum.toFloatArray()));
+        check("sub scalar", Arrays.equals(new float[] {0, 1, 2, 3, 4, 5}, diff.toFloatArray()));
+        check("mul", Arrays.equals(new float[] {1, 4, 9, 16, 25, 36}, prod.toFloatArray()));
+        check("div scalar", Arrays.equals(new float[] {0.5f, 1, 1.5f, 2, 2.5f, 3}, q.toFloatArray()));
+        b.divInPlace(b).mulInPlace(3).subInPlace(1);
+        checkValues("in-place chain", 2f, b);
+        try (NDArray copy = b.copy()) {
+          checkValues("copy", 2f, copy);
+          checkEq("copy keeps the shape", S23, copy.shape());
+        }
+        expectThrows("add of different shapes", KVShapeMismatchException.class,
+            () -> b.add(NDArray.zeros(Shape.of(6))));
+        expectThrows("int32 division by zero", KVInvalidArgumentException.class,
+            () -> NDArray.create(new int[] {1, 2}, Shape.of(2), Context.cpu()).div(0));
+      }
+    }
+    NDArray closed = NDArray.zeros(S23);
+    closed.close();
+    closed.close(); // idempotent
+    check("isClosed", closed.isClosed());
+    expectThrows("use after close", IllegalStateException.class, () -> closed.toFloatArray());
+    if (KVLibrary.gpuCount() == 0) {
+      KVDeviceException e = expectThrows("a GPU array without a GPU", KVDeviceException.class,
+          () -> NDArray.zeros(S23, Context.gpu(0)));
+      checkMessage("no GPU", e, "gpu");
+    }
+    expectThrows("negative dimension", KVInvalidArgumentException.class, () -> Shape.of(2, -1));
+    checkEq("scalar shape", 1L, Shape.of().size());
+    try (NDArray scalar = NDArray.full(Shape.of(), 4, DType.FLOAT32, Context.cpu())) {
+      check("rank-0 array", scalar.shape().ndim() == 0 && scalar.toFloatArray()[0] == 4f);
+    }
+    // The raw SWIG layer throws too, and its holders are checked.
+    expectThrows("raw layer: null handle", KVNullPointerException.class,
+        () -> KVStoreLib.KVArrayFill(null, 1.0));
+    expectThrows("raw layer: empty holder", KVInvalidArgumentException.class,
+        () -> KVStoreLib.KVArrayCreate(new long[] {2}, 0, 1, 0, new ArrayHandle[0]));
+    check("version", KVLibrary.version() == 100 && "0.1.0".equals(KVLibrary.versionString()));
+  }
+}
