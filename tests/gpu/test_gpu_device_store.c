@@ -124,7 +124,8 @@ int main(void) {
   for (int t = 0; t < 6; ++t) {
     const int dtype = kAllDTypes[t];
     run_case(dtype, ngpu, 2 * ngpu + 1, KV_GPU, 0); /* K values over all GPUs + CPU */
-    run_case(dtype, ngpu, 2 * ngpu + 1, KV_CPU, 0); /* stored on the CPU: GPU sum, one copy */
+    run_case(dtype, ngpu, 2 * ngpu + 1, KV_CPU, 0); /* stored on the CPU, a CPU value too */
+    run_case(dtype, ngpu, 2, KV_CPU, 0);            /* stored on the CPU: GPU sum, one copy */
     run_case(dtype, ngpu, 2, KV_GPU, 1);            /* updater on GPU arrays */
     run_case(dtype, ngpu, 1, KV_GPU, 0);            /* single value */
   }

@@ -5,7 +5,8 @@
 // source. Sources on that GPU, and on GPUs it has peer access to, are read in place; sources
 // on the CPU or on GPUs without peer access are first staged into scratch memory of the
 // destination GPU. With a CPU destination the CPU kernel (CpuReduceSum) does the sum, after
-// staging GPU sources into host memory, so an all-CPU key never touches CUDA.
+// staging GPU sources into host memory, so an all-CPU key never touches CUDA; when every
+// source is on a GPU the sum is done there and only the result crosses the bus.
 //
 // MergeContext spreads the merge buffers of keys over the GPUs that hold their values: each
 // new key goes to the least-loaded of those GPUs, counted in merge buffers.
@@ -67,8 +68,50 @@ class CudaDeviceComm final : public Comm {
  private:
   static void ReduceOnGpu(const std::vector<const Array*>& srcs, Array* dst) {
     const int dev = dst->ctx().dev_id;
-    const size_t nbytes = dst->nbytes();
     cuda::DeviceGuard guard(dev);
+    SumOnDevice(srcs, dev, dst->data());
+    KV_CUDA_CALL(cudaStreamSynchronize(cuda::Stream(dev)));
+  }
+
+  static void ReduceOnCpu(const std::vector<const Array*>& srcs, Array* dst) {
+    bool all_gpu = true;
+    for (const Array* src : srcs) all_gpu = all_gpu && src->ctx().is_gpu();
+    if (all_gpu) {
+      // Sum on the first source's GPU (same order, so the same bits as the CPU kernel) and
+      // move one array over the bus instead of K.
+      const int dev = srcs[0]->ctx().dev_id;
+      cuda::DeviceGuard guard(dev);
+      cuda::DeviceBuffer sum(dev, dst->nbytes());
+      cudaStream_t stream = cuda::Stream(dev);
+      SumOnDevice(srcs, dev, sum.get());
+      KV_CUDA_CALL(cudaMemcpyAsync(dst->data(), sum.get(), dst->nbytes(),
+                                   cudaMemcpyDeviceToHost, stream));
+      KV_CUDA_CALL(cudaStreamSynchronize(stream));
+      return;
+    }
+    std::vector<std::unique_ptr<Array>> staged;
+    std::vector<const void*> ptrs;
+    ptrs.reserve(srcs.size());
+    for (const Array* src : srcs) {
+      if (src->ctx().is_cpu()) {
+        ptrs.push_back(src->data());
+        continue;
+      }
+      staged.push_back(Array::Create(src->shape(), src->dtype(), Context{KV_CPU, 0}));
+      CopyArray(staged.back().get(), *src);
+      ptrs.push_back(staged.back()->data());
+    }
+    CpuReduceSum(ptrs.data(), static_cast<int>(ptrs.size()), dst->data(), dst->size(),
+                 dst->dtype());
+  }
+
+  // Queues out = sum(srcs) on the stream of `dev` (the current device). Sources on `dev` or
+  // on GPUs it has peer access to are read in place; the others are staged into scratch
+  // memory of `dev`. Returns once queued, except that it waits for the stream when it staged
+  // anything, so that the scratch buffers outlive the kernel that reads them.
+  static void SumOnDevice(const std::vector<const Array*>& srcs, int dev, void* out) {
+    const Array& first = *srcs[0];
+    const size_t nbytes = first.nbytes();
     cudaStream_t stream = cuda::Stream(dev);
     std::vector<cuda::DeviceBuffer> staged;
     staged.reserve(srcs.size());
@@ -89,28 +132,9 @@ class CudaDeviceComm final : public Comm {
       }
       ptrs.push_back(tmp);
     }
-    cuda::LaunchReduceSum(stream, dst->dtype(), ptrs.data(), static_cast<int>(ptrs.size()),
-                          dst->data(), dst->size());
-    // The scratch buffers are freed when `staged` goes out of scope: cudaFree waits for the
-    // device, but wait explicitly so that errors of the kernel surface here.
-    KV_CUDA_CALL(cudaStreamSynchronize(stream));
-  }
-
-  static void ReduceOnCpu(const std::vector<const Array*>& srcs, Array* dst) {
-    std::vector<std::unique_ptr<Array>> staged;
-    std::vector<const void*> ptrs;
-    ptrs.reserve(srcs.size());
-    for (const Array* src : srcs) {
-      if (src->ctx().is_cpu()) {
-        ptrs.push_back(src->data());
-        continue;
-      }
-      staged.push_back(Array::Create(src->shape(), src->dtype(), Context{KV_CPU, 0}));
-      CopyArray(staged.back().get(), *src);
-      ptrs.push_back(staged.back()->data());
-    }
-    CpuReduceSum(ptrs.data(), static_cast<int>(ptrs.size()), dst->data(), dst->size(),
-                 dst->dtype());
+    cuda::LaunchReduceSum(stream, first.dtype(), ptrs.data(), static_cast<int>(ptrs.size()), out,
+                          first.size());
+    if (!staged.empty()) KV_CUDA_CALL(cudaStreamSynchronize(stream));
   }
 
   std::mutex mu_;

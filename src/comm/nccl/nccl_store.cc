@@ -187,11 +187,9 @@ void RunCollectives(std::vector<Collective>& ops) {
 class NcclStore final : public Store {
  public:
   explicit NcclStore(const std::string& type) : Store(type) {
-    try {
-      cuda::CheckDevice(0);
-    } catch (const Error& e) {
-      KV_FAIL(KV_ERR_DEVICE, "store type \"nccl\" needs at least one GPU: %s", e.what());
-    }
+    KV_CHECK(cuda::DeviceCount() > 0, KV_ERR_DEVICE,
+             "store type \"nccl\" needs at least one GPU: no GPU is usable here (%s)",
+             cuda::NoDeviceReason().c_str());
     nccl::Lib();  // NCCL error when libnccl.so.2 is missing or unusable
     load_.assign(static_cast<size_t>(cuda::DeviceCount()), 0);
     inner_ = CreateLocalStore(type, CreateDeviceComm());

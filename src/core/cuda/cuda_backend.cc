@@ -120,6 +120,11 @@ int DeviceCount() {
   return rt.count;
 }
 
+const std::string& NoDeviceReason() {
+  DeviceCount();
+  return State().why_none;
+}
+
 void CheckDevice(int dev_id) {
   const int n = DeviceCount();
   if (n == 0) {

@@ -33,6 +33,9 @@ namespace cuda {
 // first call initialises the runtime and the peer-access table; later calls are cheap.
 int DeviceCount();
 
+// Why DeviceCount() is 0 (CUDA's own message); empty when there are GPUs.
+const std::string& NoDeviceReason();
+
 // Throws DEVICE when `dev_id` is not a usable GPU ("no GPU" when there is none at all).
 void CheckDevice(int dev_id);
 
