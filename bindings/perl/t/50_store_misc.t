@@ -30,6 +30,18 @@ throws_ok(sub { $kv->send_command_to_servers(1, 'x') }, 'KVStore::Error::NotSupp
   [qr/local/], 'send_command_to_servers on a local store');
 is($kv->wait_all, $kv, 'wait_all returns at once');
 
+# run_server needs a distributed store; the controller's reference is released either way.
+{
+  require B;
+  my $controller = sub { 0 };
+  my $before = B::svref_2object($controller)->REFCNT;
+  throws_ok(sub { $kv->run_server($controller) }, 'KVStore::Error', [qr/./],
+    'run_server on a local store');
+  is(B::svref_2object($controller)->REFCNT, $before, 'the controller reference is released');
+  throws_ok(sub { $kv->run_server('x') }, 'KVStore::Error::InvalidArgument',
+    [qr/code reference/], 'run_server with a non-code controller');
+}
+
 my $dev = mx->kv->create('device');
 $dev->init('w', mx->nd->zeros([3]));
 $dev->push('w', [map { mx->nd->full([3], $_, ctx => mx->cpu($_)) } 1 .. 3]);
