@@ -308,18 +308,30 @@ static void kvperl_view_end(pTHX_ HV* hv) {
   (void)hv_stores(hv, "handle", newSV(0));
 }
 
-/* Calls cb->code with `args` (mortal SVs) and, for updaters, views of recv/stored.
- * Returns 0, or KVPERL_RC_DIED after copying $@ into $KVStore::Raw::CALLBACK_ERROR. */
-static int kvperl_invoke(pTHX_ kvperl_callback* cb, SV** args, int nargs, KVArrayHandle recv,
-                         KVArrayHandle stored, int with_arrays) {
+/* A Perl string for a UTF-8 key the library hands back (the binding sent it as UTF-8). */
+static SV* kvperl_key_sv(pTHX_ const char* key) {
+  STRLEN len = strlen(key);
+  SV* sv = newSVpvn(key, len);
+  if (!is_utf8_invariant_string((const U8*)key, len) && is_utf8_string((const U8*)key, len))
+    SvUTF8_on(sv);
+  return sv;
+}
+
+/* Calls cb->code with its arguments: the int `ival` (when `with_int`), then the UTF-8 string
+ * `sval` (when not NULL), then, for updaters, views of recv/stored. Every temporary lives in
+ * this call's own SAVETMPS scope. Returns 0, or KVPERL_RC_DIED after copying $@ into
+ * $KVStore::Raw::CALLBACK_ERROR. */
+static int kvperl_invoke(pTHX_ kvperl_callback* cb, int with_int, int ival, const char* sval,
+                         KVArrayHandle recv, KVArrayHandle stored, int with_arrays) {
   int rc = 0;
   HV* views[2] = {NULL, NULL};
   dSP;
   ENTER;
   SAVETMPS;
   PUSHMARK(SP);
-  EXTEND(SP, nargs + 2);
-  for (int i = 0; i < nargs; ++i) PUSHs(args[i]);
+  EXTEND(SP, 4);
+  if (with_int) PUSHs(sv_2mortal(newSViv(ival)));
+  if (sval != NULL) PUSHs(sv_2mortal(kvperl_key_sv(aTHX_ sval)));
   if (with_arrays) {
     SV* vr = sv_2mortal(kvperl_view_new(aTHX_ recv));
     SV* vs = sv_2mortal(kvperl_view_new(aTHX_ stored));
@@ -352,41 +364,29 @@ static int kvperl_refuse_foreign(void) {
   return KVPERL_RC_FOREIGN_THREAD;
 }
 
-/* KVUpdater trampoline. */
+/* KVUpdater trampoline: the sub gets ($key, $recv, $stored). */
 static int kvperl_updater(int key, KVArrayHandle recv, KVArrayHandle stored, void* user_data) {
   kvperl_callback* cb = (kvperl_callback*)user_data;
   if (cb == NULL || !kvperl_on_owner(cb)) return kvperl_refuse_foreign();
   dTHXa((PerlInterpreter*)cb->owner);
-  SV* args[1] = {sv_2mortal(newSViv(key))};
-  return kvperl_invoke(aTHX_ cb, args, 1, recv, stored, 1);
+  return kvperl_invoke(aTHX_ cb, 1, key, NULL, recv, stored, 1);
 }
 
-/* A Perl string for a UTF-8 key the library hands back (the binding sent it as UTF-8). */
-static SV* kvperl_key_sv(pTHX_ const char* key) {
-  STRLEN len = strlen(key);
-  SV* sv = newSVpvn(key, len);
-  if (!is_utf8_invariant_string((const U8*)key, len) && is_utf8_string((const U8*)key, len))
-    SvUTF8_on(sv);
-  return sv;
-}
-
-/* KVStrUpdater trampoline. */
+/* KVStrUpdater trampoline: the sub gets ($key_string, $recv, $stored). */
 static int kvperl_str_updater(const char* key, KVArrayHandle recv, KVArrayHandle stored,
                               void* user_data) {
   kvperl_callback* cb = (kvperl_callback*)user_data;
   if (cb == NULL || !kvperl_on_owner(cb)) return kvperl_refuse_foreign();
   dTHXa((PerlInterpreter*)cb->owner);
-  SV* args[1] = {sv_2mortal(kvperl_key_sv(aTHX_ key ? key : ""))};
-  return kvperl_invoke(aTHX_ cb, args, 1, recv, stored, 1);
+  return kvperl_invoke(aTHX_ cb, 0, 0, key ? key : "", recv, stored, 1);
 }
 
-/* KVController trampoline: the sub gets (head, body). */
+/* KVController trampoline: the sub gets ($head, $body). */
 static int kvperl_controller(int head, const char* body, void* user_data) {
   kvperl_callback* cb = (kvperl_callback*)user_data;
   if (cb == NULL || !kvperl_on_owner(cb)) return kvperl_refuse_foreign();
   dTHXa((PerlInterpreter*)cb->owner);
-  SV* args[2] = {sv_2mortal(newSViv(head)), sv_2mortal(kvperl_key_sv(aTHX_ body ? body : ""))};
-  return kvperl_invoke(aTHX_ cb, args, 2, NULL, NULL, 0);
+  return kvperl_invoke(aTHX_ cb, 1, head, body ? body : "", NULL, NULL, 0);
 }
 
 /* A registration for `in` (a code ref), or NULL for undef; sets $@ and returns 0 otherwise. */
