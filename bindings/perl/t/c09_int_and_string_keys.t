@@ -48,6 +48,17 @@ for my $n (@names) {
 # A key too large for an int is a string key (and so is refused by an int store).
 throws_ok(sub { $ikv->push(2**31, mx->nd->ones([2])) }, 'KVStore::Error::KeyKindMismatch',
   [qr/2147483648/], '2**31 is a string key');
+# Only canonical integers are int keys: "03" and "+3" are strings.
+{
+  my $kv = mx->kv->create('local');
+  $kv->init(['03', '+3', '3.0'], [map { mx->nd->full([1], $_) } 1 .. 3]);
+  my $one = mx->nd->zeros([1]);
+  $kv->pull('+3', out => $one);
+  is_deeply(vals($one), [2], '"+3" is its own string key');
+  throws_ok(sub { $kv->pull(3, out => $one) }, 'KVStore::Error::KeyKindMismatch', [qr/\b3\b/],
+    'while 3 is an int key');
+}
+
 # Keys must be scalars.
 throws_ok(sub { $skv->push([[1]], [mx->nd->ones([2])]) }, 'KVStore::Error::InvalidArgument',
   [qr/key must be an int or a string/], 'a reference as a key');

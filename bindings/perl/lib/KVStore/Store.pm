@@ -9,8 +9,8 @@ package KVStore::Store;
 #   $kv->init([5, 7], [$x, $y]);              # lists of keys with one value (or list) each
 #   $kv->_set_updater(sub { my ($key, $input, $stored) = @_; $stored += $input });
 #
-# Keys are ints or strings. A key that looks like an integer (/^-?[0-9]+$/, within int range)
-# is an int key, anything else a string key; one store uses one kind (the library raises
+# Keys are ints or strings. A key written as a canonical integer within C int range (3, -1,
+# not "03") is an int key, anything else a string key; one store uses one kind (the library raises
 # KVStore::Error::KeyKindMismatch otherwise).
 #
 # The store is freed in DESTROY when the last reference goes away (or by ->close); freeing
@@ -27,7 +27,7 @@ use KVStore::Raw ();
 use KVStore::Error;
 use KVStore::NDArray;
 
-my $INT_KEY = qr/\A-?[0-9]+\z/;
+my $INT_KEY = qr/\A(?:0|-?[1-9][0-9]*)\z/;    # canonical integers only: "03" is a string
 
 sub new {
   my ($class, $type) = @_;
