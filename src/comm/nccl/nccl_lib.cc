@@ -109,19 +109,10 @@ int Clique::RankOf(int dev) const {
   return -1;
 }
 
-std::mutex& LaunchMutex() {
-  static std::mutex* mu = new std::mutex();
-  return *mu;
-}
-
-const Clique& GetClique(const std::vector<int>& devs) {
-  // Never destroyed: communicators live as long as the process (ncclCommDestroy from a
-  // static destructor would race with the CUDA runtime's own teardown).
-  static std::mutex* mu = new std::mutex();
-  static auto* cache = new std::map<std::vector<int>, std::unique_ptr<Clique>>();
-  std::lock_guard<std::mutex> lock(*mu);
-  auto it = cache->find(devs);
-  if (it != cache->end()) return *it->second;
+const Clique& CliqueCache::Get(const std::vector<int>& devs) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = cliques_.find(devs);
+  if (it != cliques_.end()) return *it->second;
   const Api& a = Lib();
   for (int d : devs) cuda::CheckDevice(d);
   auto clique = std::make_unique<Clique>();
@@ -134,8 +125,20 @@ const Clique& GetClique(const std::vector<int>& devs) {
           "ncclCommInitAll");
   }
   const Clique& ref = *clique;
-  cache->emplace(devs, std::move(clique));
+  cliques_.emplace(devs, std::move(clique));
   return ref;
+}
+
+CliqueCache::~CliqueCache() {
+  if (cliques_.empty()) return;
+  const Api& a = Lib();  // loaded: a clique exists
+  // ncclCommDestroy frees device memory: keep it apart from other threads' collectives.
+  std::lock_guard<std::mutex> lock(cuda::DeviceSyncMutex());
+  for (auto& entry : cliques_) {
+    for (ncclComm_t comm : entry.second->comms) {
+      if (comm != nullptr) (void)a.CommDestroy(comm);
+    }
+  }
 }
 
 }  // namespace nccl

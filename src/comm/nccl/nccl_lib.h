@@ -5,6 +5,8 @@
 
 #include <nccl.h>
 
+#include <map>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -39,18 +41,30 @@ void Check(ncclResult_t result, const char* what, ncclComm_t comm = nullptr);
 // Maps a kvstore dtype to NCCL's; throws INVALID_ARGUMENT for an unsupported one.
 ncclDataType_t DataType(int dtype);
 
-// One communicator per GPU of a sorted, duplicate-free device list (ncclCommInitAll),
-// created on first use and kept for the life of the process. comms[i] belongs to devs[i].
+// One communicator per GPU of a sorted, duplicate-free device list (ncclCommInitAll).
+// comms[i] belongs to devs[i].
 struct Clique {
   std::vector<int> devs;
   std::vector<ncclComm_t> comms;
   int RankOf(int dev) const;  // -1 when dev is not in the clique
 };
-const Clique& GetClique(const std::vector<int>& devs);
 
-// Serialises every NCCL launch of the process: interleaving the group launches of two
-// threads on the same devices can deadlock the GPUs.
-std::mutex& LaunchMutex();
+// The cliques of one store, created on first use and destroyed (ncclCommDestroy) with the
+// cache, that is when the store is freed rather than at process exit, where NCCL's threads
+// would race with the CUDA runtime's teardown.
+class CliqueCache {
+ public:
+  CliqueCache() = default;
+  ~CliqueCache();
+  CliqueCache(const CliqueCache&) = delete;
+  CliqueCache& operator=(const CliqueCache&) = delete;
+  // Throws DEVICE for a bad device, NCCL when the communicators cannot be created.
+  const Clique& Get(const std::vector<int>& devs);
+
+ private:
+  std::mutex mu_;
+  std::map<std::vector<int>, std::unique_ptr<Clique>> cliques_;
+};
 
 }  // namespace nccl
 }  // namespace kvstore

@@ -143,18 +143,23 @@ struct Collective {
   bool broadcast = false;
 };
 
+constexpr size_t kMaxGroupCalls = 1024;
+
 // Launches the collectives, one NCCL group per clique, then waits for them.
-void RunCollectives(std::vector<Collective>& ops) {
+void RunCollectives(nccl::CliqueCache& cliques, std::vector<Collective>& ops) {
   if (ops.empty()) return;
   const nccl::Api& api = nccl::Lib();
   std::stable_sort(ops.begin(), ops.end(),
                    [](const Collective& a, const Collective& b) { return a.devs < b.devs; });
-  std::lock_guard<std::mutex> lock(nccl::LaunchMutex());
+  std::lock_guard<std::mutex> lock(cuda::DeviceSyncMutex());  // until the streams are idle
   std::vector<int> touched;
   for (size_t begin = 0; begin < ops.size();) {
+    // One group per clique, and at most kMaxGroupCalls NCCL calls per group (older NCCL
+    // versions reject more than 2048).
+    const size_t per_group = std::max<size_t>(1, kMaxGroupCalls / ops[begin].devs.size());
     size_t end = begin;
-    while (end < ops.size() && ops[end].devs == ops[begin].devs) ++end;
-    const nccl::Clique& clique = nccl::GetClique(ops[begin].devs);
+    while (end < ops.size() && end - begin < per_group && ops[end].devs == ops[begin].devs) ++end;
+    const nccl::Clique& clique = cliques.Get(ops[begin].devs);
     std::vector<cudaStream_t> streams;
     for (int d : clique.devs) streams.push_back(cuda::Stream(d));
     nccl::Check(api.GroupStart(), "ncclGroupStart");
@@ -406,7 +411,7 @@ class NcclStore final : public Store {
       if (op.count > 0) ops.push_back(std::move(op));
       sums[g] = out;
     }
-    RunCollectives(ops);
+    RunCollectives(cliques_, ops);
     return sums;
   }
 
@@ -433,7 +438,7 @@ class NcclStore final : public Store {
 
   // Copies each group's primary output into the group's other outputs: one NCCL broadcast
   // per group to the first output on every other GPU, then plain copies for the rest.
-  static void Distribute(const std::vector<Group>& groups, Array* const* outs,
+  void Distribute(const std::vector<Group>& groups, Array* const* outs,
                          const std::vector<Array*>& primaries) {
     std::vector<Collective> ops;
     std::vector<std::pair<Array*, const Array*>> copies;  // (dst, src) after the broadcasts
@@ -466,11 +471,12 @@ class NcclStore final : public Store {
         ops.push_back(std::move(op));
       }
     }
-    RunCollectives(ops);
+    RunCollectives(cliques_, ops);
     for (auto& [dst, src] : copies) CopyArray(dst, *src);
   }
 
   std::unique_ptr<Store> inner_;
+  nccl::CliqueCache cliques_;  // destroyed before inner_: no collective is running then
   ScratchPool scratch_;
 
   std::mutex load_mu_;

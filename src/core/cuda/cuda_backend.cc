@@ -87,6 +87,7 @@ void InitPeers(Runtime& rt) {
   rt.peer.assign(static_cast<size_t>(n) * static_cast<size_t>(n), 0);
   for (int i = 0; i < n; ++i) rt.peer[static_cast<size_t>(i) * n + i] = 1;
   if (n < 2 || P2PDisabledByEnv()) return;
+  std::lock_guard<std::mutex> lock(DeviceSyncMutex());  // enabling peers may synchronise
   int previous = 0;
   if (cudaGetDevice(&previous) != cudaSuccess) previous = 0;
   for (int i = 0; i < n; ++i) {
@@ -153,6 +154,11 @@ void SyncStream(int dev_id) {
   KV_CUDA_CALL(cudaStreamSynchronize(s));
 }
 
+std::mutex& DeviceSyncMutex() {
+  static std::mutex* mu = new std::mutex();
+  return *mu;
+}
+
 bool CanAccess(int dev, int peer) {
   if (dev == peer) return true;
   Runtime& rt = State();
@@ -178,6 +184,7 @@ DeviceGuard::~DeviceGuard() {
 DeviceBuffer::DeviceBuffer(int dev_id, size_t nbytes) : dev_(dev_id) {
   if (nbytes == 0) return;
   DeviceGuard guard(dev_id);
+  std::lock_guard<std::mutex> lock(DeviceSyncMutex());
   KV_CUDA_CALL(cudaMalloc(&ptr_, nbytes));
 }
 
@@ -202,7 +209,10 @@ void DeviceBuffer::Release() noexcept {
   int previous = -1;
   (void)cudaGetDevice(&previous);
   (void)cudaSetDevice(dev_);
-  (void)cudaFree(ptr_);
+  {
+    std::lock_guard<std::mutex> lock(DeviceSyncMutex());
+    (void)cudaFree(ptr_);
+  }
   if (previous >= 0) (void)cudaSetDevice(previous);
   (void)cudaGetLastError();
   ptr_ = nullptr;
@@ -287,7 +297,11 @@ class CudaBackendImpl final : public DeviceBackend {
     CheckContext(ctx);
     DeviceGuard guard(ctx.dev_id);
     void* ptr = nullptr;
-    const cudaError_t err = cudaMalloc(&ptr, nbytes);
+    cudaError_t err;
+    {
+      std::lock_guard<std::mutex> lock(DeviceSyncMutex());
+      err = cudaMalloc(&ptr, nbytes);
+    }
     if (err != cudaSuccess) {
       (void)cudaGetLastError();
       KV_FAIL(err == cudaErrorMemoryAllocation ? KV_ERR_OUT_OF_MEMORY : KV_ERR_CUDA,
@@ -299,6 +313,7 @@ class CudaBackendImpl final : public DeviceBackend {
       KV_CUDA_CALL(cudaMemsetAsync(ptr, 0, nbytes, s));
       KV_CUDA_CALL(cudaStreamSynchronize(s));
     } catch (...) {
+      std::lock_guard<std::mutex> lock(DeviceSyncMutex());
       (void)cudaFree(ptr);
       throw;
     }
@@ -310,7 +325,10 @@ class CudaBackendImpl final : public DeviceBackend {
     int previous = -1;
     (void)cudaGetDevice(&previous);
     (void)cudaSetDevice(ctx.dev_id);
-    (void)cudaFree(ptr);  // fails harmlessly once the runtime is shutting down
+    {
+      std::lock_guard<std::mutex> lock(DeviceSyncMutex());
+      (void)cudaFree(ptr);  // fails harmlessly once the runtime is shutting down
+    }
     if (previous >= 0) (void)cudaSetDevice(previous);
     (void)cudaGetLastError();
   }

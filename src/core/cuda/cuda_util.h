@@ -5,6 +5,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <mutex>
 #include <string>
 
 #include "core/error.h"
@@ -52,6 +53,12 @@ void SyncStream(int dev_id);
 // peer access was enabled at start-up; KVSTORE_ENABLE_GPU_P2P=0 or MXNET_ENABLE_GPU_P2P=0
 // disables it).
 bool CanAccess(int dev, int peer);
+
+// Held around every cudaMalloc/cudaFree of the library, and by the nccl store from the
+// launch of a group of collectives until they have completed. cudaMalloc and cudaFree
+// synchronise the device; run concurrently with NCCL kernels that wait for their peers they
+// can deadlock, and interleaved group launches of two threads on the same GPUs can too.
+std::mutex& DeviceSyncMutex();
 
 // Makes `dev_id` current for the lifetime of the guard and restores the previous device.
 class DeviceGuard {
