@@ -1,0 +1,107 @@
+package org.kvstore.scalaapi
+
+import org.kvstore.DType
+import org.kvstore.{NDArray => JNDArray}
+
+/**
+ * An n-dimensional array (a facade over org.kvstore.NDArray). Arithmetic returns new arrays
+ * (`a * 2`, `a + b`); `+=` and friends work in place. `dispose()` frees it now; an array that
+ * is never disposed is freed once unreachable.
+ */
+final class NDArray private[scalaapi] (val java: JNDArray) extends AutoCloseable {
+  def shape: Shape = Shape.fromJava(java.shape)
+
+  def context: Context = new Context(java.context)
+
+  def dtype: DType = java.dtype
+
+  def size: Int = Math.toIntExact(java.size)
+
+  /** The elements as floats (float32 directly; other dtypes converted). */
+  def toArray: Array[Float] = java.dtype match {
+    case DType.FLOAT32 => java.toFloatArray
+    case DType.FLOAT64 => java.toDoubleArray.map(_.toFloat)
+    case DType.INT32 => java.toIntArray.map(_.toFloat)
+    case DType.INT64 => java.toLongArray.map(_.toFloat)
+    case DType.UINT8 => java.toByteArray.map(b => (b & 0xff).toFloat)
+    case DType.FLOAT16 => java.toFloat16Bits.map(NDArray.halfToFloat)
+  }
+
+  /** The first element, for scalars. */
+  def toScalar: Float = toArray(0)
+
+  def +(other: NDArray): NDArray = new NDArray(java.add(other.java))
+  def -(other: NDArray): NDArray = new NDArray(java.sub(other.java))
+  def *(other: NDArray): NDArray = new NDArray(java.mul(other.java))
+  def /(other: NDArray): NDArray = new NDArray(java.div(other.java))
+  def +(s: Float): NDArray = new NDArray(java.add(s.toDouble))
+  def -(s: Float): NDArray = new NDArray(java.sub(s.toDouble))
+  def *(s: Float): NDArray = new NDArray(java.mul(s.toDouble))
+  def /(s: Float): NDArray = new NDArray(java.div(s.toDouble))
+
+  def +=(other: NDArray): NDArray = { java.addInPlace(other.java); this }
+  def -=(other: NDArray): NDArray = { java.subInPlace(other.java); this }
+  def *=(other: NDArray): NDArray = { java.mulInPlace(other.java); this }
+  def /=(other: NDArray): NDArray = { java.divInPlace(other.java); this }
+  def +=(s: Float): NDArray = { java.addInPlace(s.toDouble); this }
+  def -=(s: Float): NDArray = { java.subInPlace(s.toDouble); this }
+  def *=(s: Float): NDArray = { java.mulInPlace(s.toDouble); this }
+  def /=(s: Float): NDArray = { java.divInPlace(s.toDouble); this }
+
+  /** Sets every element to `value`. */
+  def set(value: Float): NDArray = { java.fill(value.toDouble); this }
+
+  /** Overwrites a float32 array from `data` (row-major). */
+  def set(data: Array[Float]): NDArray = { java.copyFrom(data); this }
+
+  /** Copies into `other` (same shape and dtype, any device). */
+  def copyTo(other: NDArray): NDArray = { java.copyTo(other.java); other }
+
+  /** A copy on `ctx`. */
+  def copyTo(ctx: Context): NDArray = new NDArray(java.copyTo(ctx.java))
+
+  def copy(): NDArray = new NDArray(java.copy())
+
+  def waitToRead(): Unit = java.waitToRead()
+
+  def isDisposed: Boolean = java.isClosed
+
+  /** Frees the native array now. */
+  def dispose(): Unit = java.close()
+
+  override def close(): Unit = java.close()
+
+  override def toString: String = java.toString
+}
+
+object NDArray {
+  /** A zero-filled array (float32 on cpu(0) unless told). */
+  def zeros(shape: Shape, ctx: Context = Context.defaultCtx, dtype: DType = DType.FLOAT32): NDArray =
+    new NDArray(JNDArray.zeros(shape.toJava, dtype, ctx.java))
+
+  /** An array of ones. */
+  def ones(shape: Shape, ctx: Context = Context.defaultCtx, dtype: DType = DType.FLOAT32): NDArray =
+    new NDArray(JNDArray.ones(shape.toJava, dtype, ctx.java))
+
+  /** An array filled with `value`. */
+  def full(shape: Shape, value: Float, ctx: Context = Context.defaultCtx,
+           dtype: DType = DType.FLOAT32): NDArray =
+    new NDArray(JNDArray.full(shape.toJava, value.toDouble, dtype, ctx.java))
+
+  /** A float32 array holding `data` (row-major). */
+  def array(data: Array[Float], shape: Shape, ctx: Context = Context.defaultCtx): NDArray =
+    new NDArray(JNDArray.create(data, shape.toJava, ctx.java))
+
+  /** Wraps a Java array (shares it). */
+  def fromJava(a: JNDArray): NDArray = new NDArray(a)
+
+  private[scalaapi] def halfToFloat(bits: Short): Float = {
+    val h = bits & 0xffff
+    val sign = if ((h & 0x8000) != 0) -1.0f else 1.0f
+    val exp = (h >>> 10) & 0x1f
+    val mant = h & 0x3ff
+    if (exp == 0) sign * mant * math.pow(2, -24).toFloat
+    else if (exp == 31) (if (mant == 0) sign * Float.PositiveInfinity else Float.NaN)
+    else sign * (1.0f + mant / 1024.0f) * math.pow(2, exp - 15).toFloat
+  }
+}

@@ -1,0 +1,345 @@
+// Scala conformance suite over the org.kvstore.scalaapi facade: the seed tutorial's numbers and
+// scenarios C1-C14 of bindings/conformance/SCENARIOS.md. Ends with "N passed, N failed" and
+// exits 1 on any failure.
+import java.lang.ref.WeakReference
+
+import scala.collection.mutable.ArrayBuffer
+import scala.reflect.ClassTag
+
+import org.kvstore._
+import org.kvstore.scalaapi.{Context, KVStore, MXKVStoreUpdater, NDArray, Shape}
+
+object ScalaConformance {
+  private var passed = 0
+  private var failed = 0
+  private val s23 = Shape(2, 3)
+
+  private def check(what: String, ok: Boolean): Unit =
+    if (ok) passed += 1 else { failed += 1; println(s"FAIL: $what") }
+
+  private def checkEq[T](what: String, expected: T, actual: T): Unit =
+    check(s"$what (expected $expected, got $actual)", expected == actual)
+
+  private def checkAll(what: String, expected: Float, a: NDArray): Unit = {
+    val v = a.toArray
+    check(s"$what (expected all $expected, got ${v.mkString("[", ", ", "]")})",
+          v.nonEmpty && v.forall(_ == expected))
+  }
+
+  private def expectThrows[T <: Throwable](what: String)(body: => Any)(implicit ct: ClassTag[T]): Option[T] =
+    try {
+      body
+      failed += 1
+      println(s"FAIL: $what: expected ${ct.runtimeClass.getSimpleName}, nothing thrown")
+      None
+    } catch {
+      case t: Throwable if ct.runtimeClass.isInstance(t) =>
+        passed += 1
+        Some(t.asInstanceOf[T])
+      case t: Throwable =>
+        failed += 1
+        println(s"FAIL: $what: expected ${ct.runtimeClass.getSimpleName}, got $t")
+        None
+    }
+
+  private def checkMessage(what: String, t: Option[Throwable], parts: String*): Unit =
+    t.foreach { e =>
+      val m = String.valueOf(e.getMessage)
+      parts.foreach(p => check(s"""$what: message "$m" names $p""", m.contains(p)))
+    }
+
+  private def scenario(name: String)(body: => Unit): Unit = {
+    println(s"== $name")
+    try body
+    catch {
+      case t: Throwable =>
+        failed += 1
+        println(s"FAIL: $name threw $t")
+        t.printStackTrace(System.out)
+    }
+  }
+
+  private def filled(v: Float): NDArray = NDArray.full(s23, v)
+
+  // In its own method so that no local slot of the caller keeps the updater reachable.
+  private def registerUpdater(kv: KVStore): WeakReference[MXKVStoreUpdater] = {
+    val u = MXKVStoreUpdater((_, input, stored) => stored += input)
+    kv.setUpdater(u)
+    new WeakReference[MXKVStoreUpdater](u)
+  }
+
+  private def gpu(i: Int): Context = if (i < Context.numGpus) Context.gpu(i) else Context.cpu(i)
+
+  def main(args: Array[String]): Unit = {
+    scenario("C1 tutorial replay") {
+      val kv = KVStore.create("local")
+      val shape = Shape(2, 3)
+      kv.init(3, NDArray.ones(shape) * 2)
+      val a = NDArray.zeros(shape)
+      kv.pull(3, out = a)
+      checkAll("init then pull", 2f, a)
+      kv.push(3, NDArray.ones(shape) * 8)
+      kv.pull(3, out = a)
+      checkAll("push assigns", 8f, a)
+      val gpus = Array(gpu(0), gpu(1), gpu(2), gpu(3))
+      val b = gpus.map(c => NDArray.ones(shape, c))
+      kv.push(3, b)
+      kv.pull(3, out = a)
+      checkAll("four values summed", 4f, a)
+      val calls = ArrayBuffer[Int]()
+      var disposed = 0
+      val updater = new MXKVStoreUpdater {
+        override def update(key: Int, input: NDArray, stored: NDArray): Unit = {
+          calls += key
+          stored += input * 2
+        }
+        override def dispose(): Unit = disposed += 1
+      }
+      kv.setUpdater(updater)
+      kv.pull(3, a)
+      checkAll("setting an updater changes nothing", 4f, a)
+      kv.push(3, NDArray.ones(shape))
+      kv.pull(3, a)
+      checkAll("stored += input * 2", 6f, a)
+      checkEq("updater called for key 3", Seq(3), calls.toSeq)
+      val b2 = gpus.map(c => NDArray.ones(shape, c))
+      kv.pull(3, outs = b2)
+      b2.zipWithIndex.foreach { case (x, i) => checkAll(s"pull into device $i", 6f, x) }
+      calls.clear()
+      val keys = Array(5, 7, 9)
+      kv.init(keys, Array.fill(keys.length)(NDArray.ones(shape)))
+      kv.push(keys, Array.fill(keys.length)(NDArray.ones(shape)))
+      checkEq("updater called for 5, 7, 9", Seq(5, 7, 9), calls.toSeq)
+      val c = Array.fill(keys.length)(NDArray.zeros(shape))
+      kv.pull(keys, outs = c)
+      c.foreach(x => checkAll("list pull", 3f, x))
+      checkEq("type", "local", kv.`type`)
+      kv.dispose()
+      checkEq("dispose() of the updater ran once when the store was disposed", 1, disposed)
+    }
+
+    scenario("C2 shape mismatch on push") {
+      val kv = KVStore.create("local")
+      kv.init(3, filled(2))
+      val e = expectThrows[KVShapeMismatchException]("push (3,2) to a (2,3) key") {
+        kv.push(3, NDArray.ones(Shape(3, 2)))
+      }
+      checkMessage("shape mismatch", e, "3", "(2,3)", "(3,2)")
+      val out = NDArray.zeros(s23)
+      kv.pull(3, out)
+      checkAll("unchanged", 2f, out)
+      kv.dispose()
+    }
+
+    scenario("C3 dtype mismatch on push") {
+      val kv = KVStore.create("local")
+      kv.init(3, filled(2))
+      val e = expectThrows[KVDtypeMismatchException]("push float64 to float32") {
+        kv.push(3, NDArray.ones(s23, dtype = DType.FLOAT64))
+      }
+      checkMessage("dtype mismatch", e, "float32", "float64")
+      val out = NDArray.zeros(s23)
+      kv.pull(3, out)
+      checkAll("unchanged", 2f, out)
+      kv.dispose()
+    }
+
+    scenario("C4 unknown key on push and pull") {
+      val kv = KVStore.create("local")
+      kv.init(3, filled(2))
+      checkMessage("push", expectThrows[KVUnknownKeyException]("push unknown")(kv.push(42, filled(1))), "42")
+      val out = filled(7)
+      checkMessage("pull", expectThrows[KVUnknownKeyException]("pull unknown")(kv.pull(42, out)), "42")
+      checkAll("pull output not written", 7f, out)
+      kv.dispose()
+    }
+
+    scenario("C5 duplicate init") {
+      val kv = KVStore.create("local")
+      kv.init(3, filled(2))
+      expectThrows[KVDuplicateKeyException]("second init")(kv.init(3, filled(5)))
+      val out = NDArray.zeros(s23)
+      kv.pull(3, out)
+      checkAll("first value kept", 2f, out)
+      kv.dispose()
+    }
+
+    scenario("C6 mixed key kinds") {
+      val kv = KVStore.create("local")
+      kv.init(3, filled(2))
+      expectThrows[KVKeyKindMismatchException]("string key in an int store")(kv.push("3", filled(1)))
+      val out = NDArray.zeros(s23)
+      kv.pull(3, out)
+      checkAll("int store unchanged", 2f, out)
+      kv.dispose()
+      val ks = KVStore.create("local")
+      ks.init("3", filled(4))
+      expectThrows[KVKeyKindMismatchException]("int key in a string store")(ks.pull(3, out))
+      ks.pull("3", out)
+      checkAll("string store unchanged", 4f, out)
+      ks.dispose()
+    }
+
+    scenario("C7 updater raises") {
+      val kv = KVStore.create("local")
+      kv.init(3, filled(2))
+      val boom = new IllegalStateException("boom")
+      kv.setUpdater(MXKVStoreUpdater { (_, input, stored) => stored += input; throw boom })
+      val got = expectThrows[IllegalStateException]("updater exception reaches push")(kv.push(3, filled(1)))
+      check("the very exception the updater threw", got.exists(_ eq boom))
+      val out = NDArray.zeros(s23)
+      kv.pull(3, out)
+      checkAll("unchanged after the failed push", 2f, out)
+      kv.setUpdater(MXKVStoreUpdater((_, input, stored) => stored += input))
+      kv.push(3, filled(1))
+      kv.pull(3, out)
+      checkAll("a good updater afterwards", 3f, out)
+      kv.dispose()
+    }
+
+    scenario("C8 stateful updater") {
+      val kv = KVStore.create("local")
+      kv.init(Array(1, 2), Array(filled(0), filled(100)))
+      val counts = scala.collection.mutable.Map[Int, Int]()
+      val log = ArrayBuffer[String]()
+      kv.setUpdater(MXKVStoreUpdater { (key, input, stored) =>
+        val n = counts.getOrElse(key, 0) + 1
+        counts(key) = n
+        log += s"$key#$n"
+        stored += input * n.toFloat
+      })
+      kv.push(1, filled(1)); kv.push(1, filled(1)); kv.push(2, filled(1)); kv.push(1, filled(1))
+      checkEq("call sequence", Seq("1#1", "1#2", "2#1", "1#3"), log.toSeq)
+      val out = NDArray.zeros(s23)
+      kv.pull(1, out)
+      checkAll("key 1 = 1+2+3", 6f, out)
+      kv.pull(2, out)
+      checkAll("key 2 = 100+1", 101f, out)
+      kv.dispose()
+    }
+
+    scenario("C9 int and string keys") {
+      val ki = KVStore.create("local")
+      ki.init(Array(0, 1), Array(filled(1), filled(2)))
+      ki.push(1, filled(5))
+      val out = NDArray.zeros(s23)
+      ki.pull(1, out)
+      checkAll("int keys", 5f, out)
+      ki.dispose()
+      val ks = KVStore.create("local")
+      ks.init(Array("w", "b"), Array(filled(1), filled(2)))
+      val seen = ArrayBuffer[String]()
+      ks.setStrUpdater { (key, input, stored) => seen += key; stored += input }
+      ks.push("b", filled(3))
+      ks.pull("b", out)
+      checkAll("string updater merged", 5f, out)
+      checkEq("string updater gets the key", Seq("b"), seen.toSeq)
+      ks.dispose()
+    }
+
+    scenario("C10 lists") {
+      val kv = KVStore.create("local")
+      kv.init(3, filled(0))
+      kv.push(3, Array(filled(1), filled(2), filled(3)))
+      val outs = Array(filled(-1), filled(-1), filled(-1))
+      kv.pull(3, outs = outs)
+      outs.foreach(o => checkAll("sum 1+2+3 into every output", 6f, o))
+      kv.init(Array(10, 11), Array(filled(0), filled(0)))
+      kv.push(Array(10, 11, 10), Array(filled(1), filled(2), filled(3)))
+      kv.pull(Array(10, 11), Array(outs(0), outs(1)))
+      checkAll("key 10 = 1+3", 4f, outs(0))
+      checkAll("key 11 = 2", 2f, outs(1))
+      expectThrows[KVInvalidArgumentException]("lists of different lengths") {
+        kv.push(Array(10, 11), Array(filled(1)))
+      }
+      kv.dispose()
+    }
+
+    scenario("C11 pushpull and broadcast") {
+      val kv = KVStore.create("local")
+      kv.init(3, filled(1))
+      kv.setUpdater(MXKVStoreUpdater((_, input, stored) => stored += input))
+      val out = NDArray.zeros(s23)
+      kv.pushPull(3, filled(5), out)
+      checkAll("pushpull merged", 6f, out)
+      kv.broadcast(4, filled(7), out)
+      checkAll("broadcast", 7f, out)
+      expectThrows[KVDuplicateKeyException]("second broadcast")(kv.broadcast(4, filled(8), out))
+      kv.pull(4, out)
+      checkAll("first broadcast kept", 7f, out)
+      kv.dispose()
+    }
+
+    scenario("C12 dtypes") {
+      val kv = KVStore.create("local")
+      val s = Shape(3)
+      val types = Seq(DType.FLOAT32, DType.FLOAT64, DType.FLOAT16, DType.INT32, DType.INT64, DType.UINT8)
+      types.zipWithIndex.foreach { case (t, k) =>
+        kv.init(k, NDArray.full(s, 3f, dtype = t))
+        kv.push(k, Array(NDArray.full(s, 2f, dtype = t), NDArray.full(s, 5f, dtype = t)))
+        val out = NDArray.zeros(s, dtype = t)
+        kv.pull(k, out)
+        checkEq(s"$t dtype kept", t, out.dtype)
+        checkEq(s"$t round trip of 2+5", Seq(7f, 7f, 7f), out.toArray.toSeq)
+      }
+      kv.dispose()
+    }
+
+    scenario("C13 type name") {
+      val kv = KVStore.create("LOCAL")
+      checkEq("lowercased", "local", kv.`type`)
+      checkEq("rank", 0, kv.rank)
+      checkEq("workers", 1, kv.numWorkers)
+      kv.dispose()
+      val e = expectThrows[KVInvalidArgumentException]("unknown type")(KVStore.create("nope"))
+      checkMessage("unknown type", e, "nope", "local", "dist_sync")
+    }
+
+    scenario("C14 release") {
+      def rssKb(): Long = scala.io.Source.fromFile("/proc/self/status").getLines()
+        .find(_.startsWith("VmRSS:")).map(_.replaceAll("[^0-9]", "").toLong).getOrElse(-1L)
+      def settle(): Unit = (1 to 3).foreach { _ => System.gc(); Thread.sleep(50) }
+      val s = Shape(256)
+      def cycles(n: Int): Unit = (1 to n).foreach { i => val a = NDArray.zeros(s); a.set(i.toFloat); a.dispose() }
+      cycles(20000)
+      settle()
+      val before = rssKb()
+      cycles(100000)
+      settle()
+      val after = rssKb()
+      println(s"   10^5 array cycles: RSS $before kB -> $after kB")
+      check(s"array cycles: RSS growth ${after - before} kB below 16 MiB", after - before < 16 * 1024)
+
+      def storeCycle(): Unit = {
+        val kv = KVStore.create("local")
+        kv.setUpdater(MXKVStoreUpdater((_, input, stored) => stored += input))
+        val v = NDArray.ones(Shape(1024))
+        kv.init(1, v)
+        kv.push(1, v)
+        v.dispose()
+        kv.dispose()
+      }
+      (1 to 200).foreach(_ => storeCycle())
+      settle()
+      val sb = rssKb()
+      (1 to 1000).foreach(_ => storeCycle())
+      settle()
+      val sa = rssKb()
+      println(s"   10^3 store cycles: RSS $sb kB -> $sa kB")
+      check(s"store cycles: RSS growth ${sa - sb} kB below 16 MiB", sa - sb < 16 * 1024)
+
+      // The free hook releases the JNI global ref: the updater becomes collectable.
+      val kv = KVStore.create("local")
+      val weak = registerUpdater(kv)
+      settle()
+      check("registered updater kept alive", weak.get != null)
+      kv.dispose()
+      var tries = 0
+      while (weak.get != null && tries < 50) { settle(); tries += 1 }
+      check("updater collectable after the store was disposed", weak.get == null)
+    }
+
+    println(s"$passed passed, $failed failed")
+    sys.exit(if (failed == 0) 0 else 1)
+  }
+}
