@@ -33,10 +33,19 @@ TRAIN = os.path.join(HERE, "train_digits.py")
 PYTHON = "/usr/bin/python3"
 
 
-def run(cmd, env, what):
+def run(cmd, env, what, quiet=False):
+    """Runs cmd; its output streams through, or with quiet only its last line is shown (all
+    of it when it fails)."""
     print("check_train: %s: %s" % (what, " ".join(cmd)))
     sys.stdout.flush()
-    rc = subprocess.call(cmd, env=env)
+    if quiet:
+        proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              universal_newlines=True)
+        lines = proc.stdout.splitlines()
+        print("\n".join(lines if proc.returncode != 0 else lines[-1:]))
+        rc = proc.returncode
+    else:
+        rc = subprocess.call(cmd, env=env)
     if rc != 0:
         print("check_train: FAILED: %s exited with status %d" % (what, rc))
         sys.exit(1)
@@ -88,12 +97,12 @@ def main(argv):
             results["dist"] = np.load(path)
         path = os.path.join(tmp, "local.npz")
         run([PYTHON, TRAIN, "--kvstore", "local", "--save", path] + common, env,
-            "single-process run")
+            "single-process run", quiet=bool(args.launcher))
         results["local"] = np.load(path)
         path = os.path.join(tmp, "shards.npz")
         run([PYTHON, TRAIN, "--kvstore", "local", "--shards", str(args.workers),
              "--save", path] + common, env,
-            "single-process run, %d gradients per key and step" % args.workers)
+            "single-process run, %d gradients per key and step" % args.workers, quiet=True)
         results["local-shards"] = np.load(path)
         for name in ("local-shards", "dist"):
             if name in results:
