@@ -153,6 +153,22 @@ void RunCollectives(nccl::CliqueCache& cliques, std::vector<Collective>& ops) {
                    [](const Collective& a, const Collective& b) { return a.devs < b.devs; });
   std::lock_guard<std::mutex> lock(cuda::DeviceSyncMutex());  // until the streams are idle
   std::vector<int> touched;
+  // On failure, wait for the groups already launched: they may still write caller arrays.
+  struct DrainOnError {
+    std::vector<int>* devs;
+    bool armed = true;
+    ~DrainOnError() {
+      if (!armed) return;
+      for (int d : *devs) {
+        int previous = -1;
+        (void)cudaGetDevice(&previous);
+        (void)cudaSetDevice(d);
+        (void)cudaDeviceSynchronize();
+        if (previous >= 0) (void)cudaSetDevice(previous);
+      }
+      (void)cudaGetLastError();
+    }
+  } drain{&touched};
   for (size_t begin = 0; begin < ops.size();) {
     // One group per clique, and at most kMaxGroupCalls NCCL calls per group (older NCCL
     // versions reject more than 2048).
@@ -160,6 +176,7 @@ void RunCollectives(nccl::CliqueCache& cliques, std::vector<Collective>& ops) {
     size_t end = begin;
     while (end < ops.size() && end - begin < per_group && ops[end].devs == ops[begin].devs) ++end;
     const nccl::Clique& clique = cliques.Get(ops[begin].devs);
+    touched.insert(touched.end(), clique.devs.begin(), clique.devs.end());
     std::vector<cudaStream_t> streams;
     for (int d : clique.devs) streams.push_back(cuda::Stream(d));
     nccl::Check(api.GroupStart(), "ncclGroupStart");
@@ -181,11 +198,11 @@ void RunCollectives(nccl::CliqueCache& cliques, std::vector<Collective>& ops) {
     const ncclResult_t ended = api.GroupEnd();
     nccl::Check(launched, ops[begin].broadcast ? "ncclBroadcast" : "ncclReduce");
     nccl::Check(ended, "ncclGroupEnd");
-    touched.insert(touched.end(), clique.devs.begin(), clique.devs.end());
     begin = end;
   }
   std::sort(touched.begin(), touched.end());
   touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+  drain.armed = false;
   for (int d : touched) cuda::SyncStream(d);
 }
 

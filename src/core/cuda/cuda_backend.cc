@@ -144,7 +144,9 @@ cudaStream_t Stream(int dev_id) {
   cudaStream_t& s = rt.streams[static_cast<size_t>(dev_id)];
   if (s == nullptr) {
     DeviceGuard guard(dev_id);
-    KV_CUDA_CALL(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    cudaStream_t created = nullptr;
+    KV_CUDA_CALL(cudaStreamCreateWithFlags(&created, cudaStreamNonBlocking));
+    s = created;
   }
   return s;
 }
