@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -272,7 +273,9 @@ void ApplyKernel(Kind kind, const Hyper& hyper, double lr_step, W* __restrict w,
 
 // The test optimizer on integer weights: exact two's-complement w += g (rescale_grad 1).
 template <typename T>
-void IntegerAdd(T* w, const T* g, int64_t n) {
+void IntegerAdd(void* weight, const void* grad, int64_t n) {
+  T* w = static_cast<T*>(weight);
+  const T* g = static_cast<const T*>(grad);
   using U = std::make_unsigned_t<T>;
   for (int64_t i = 0; i < n; ++i) {
     w[i] = static_cast<T>(static_cast<U>(static_cast<U>(w[i]) + static_cast<U>(g[i])));
@@ -285,6 +288,17 @@ class OptimizerUpdater final : public Updater {
       : def_(def), hyper_(hyper), num_slots_(NumSlots(def.kind, hyper)) {}
 
   void Update(int key, const char* str_key, Array* recv, Array* stored) override {
+    try {
+      UpdateImpl(key, str_key, recv, stored);
+    } catch (const std::bad_alloc&) {
+      // Only reachable after the argument checks: stored is not null.
+      KV_FAIL(KV_ERR_OUT_OF_MEMORY, "optimizer %s: out of memory for the state of key %s (%s)",
+              def_.name, KeyName(key, str_key).c_str(), stored->Describe().c_str());
+    }
+  }
+
+ private:
+  void UpdateImpl(int key, const char* str_key, Array* recv, Array* stored) {
     KV_CHECK(recv != nullptr && stored != nullptr, KV_ERR_NULL_POINTER,
              "optimizer %s: key %s: null array", def_.name, KeyName(key, str_key).c_str());
     if (recv->shape() != stored->shape() || recv->dtype() != stored->dtype()) {
@@ -328,7 +342,6 @@ class OptimizerUpdater final : public Updater {
     }
   }
 
- private:
   using StateKey = std::tuple<bool, int, std::string>;
 
   static std::string KeyName(int key, const char* str_key) {
@@ -378,9 +391,9 @@ class OptimizerUpdater final : public Updater {
       case KV_FLOAT32: Run<float>(state, lr, weight, grad, n); break;
       case KV_FLOAT64: Run<double>(state, lr, weight, grad, n); break;
       case KV_FLOAT16: Run<half_t>(state, lr, weight, grad, n); break;
-      case KV_UINT8: IntegerAdd(static_cast<uint8_t*>(weight), static_cast<const uint8_t*>(grad), n); break;
-      case KV_INT32: IntegerAdd(static_cast<int32_t*>(weight), static_cast<const int32_t*>(grad), n); break;
-      case KV_INT64: IntegerAdd(static_cast<int64_t*>(weight), static_cast<const int64_t*>(grad), n); break;
+      case KV_UINT8: IntegerAdd<uint8_t>(weight, grad, n); break;
+      case KV_INT32: IntegerAdd<int32_t>(weight, grad, n); break;
+      case KV_INT64: IntegerAdd<int64_t>(weight, grad, n); break;
       default: break;  // unreachable: CheckSameShapeDType accepted a known dtype
     }
   }

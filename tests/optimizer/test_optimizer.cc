@@ -316,7 +316,8 @@ void TestAdamStepCountPerKey() {
 
 void TestAdaGrad() {
   // adagrad(lr=0.1, eps=0.21, wd=0.1, rescale_grad=0.5, clip_gradient=2), float64,
-  // w0 = (1, 0), g = (2, 8) twice. g' = clip(0.5 g, 2); h += g'^2; w -= 0.1 (g'/sqrt(h+eps) + 0.1 w)
+  // w0 = (1, 0), g = (2, 8) twice.
+  // g' = clip(0.5 g, 2); h += g'^2; w -= 0.1 (g'/sqrt(h+eps) + 0.1 w)
   // step 1: e0 g' = 1, h = 1, sqrt(1.21) = 1.1:  w = 1 - 0.1 (0.9090909091 + 0.1)  = 0.8990909091
   //            (eps outside the root: 1/(1+0.21) = 0.826 -> 0.9073553719)
   //         e1 g' = clip(4) = 2, h = 4, sqrt(4.21) = 2.0518284529:
