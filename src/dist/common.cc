@@ -317,7 +317,7 @@ bool SendMessage(zmq::socket_t& sock, const std::string* routing_id, WireHeader 
                 payload.nbytes > 0 ? zmq::send_flags::sndmore : zmq::send_flags::none);
     }
     if (payload.nbytes > 0) {
-      auto* base = static_cast<char*>(payload.buf->array->data()) + payload.offset_bytes;
+      auto* base = static_cast<char*>(payload.buf->data()) + payload.offset_bytes;
       if (payload.nbytes < (64u << 10)) {
         // Small values: a copy is cheaper than the release round trip.
         sock.send(zmq::const_buffer(base, payload.nbytes), zmq::send_flags::none);

@@ -169,10 +169,15 @@ std::string ValidateHeader(const WireHeader& h, size_t frames_after_header,
 
 // Payload of an outgoing message: either a copy or a zero-copy reference to a buffer that
 // stays alive (and unwritten) until ZeroMQ calls the release hook.
+// The bytes live either in an Array or, on servers, in a received message that was adopted
+// without copying (the no-updater paths).
 struct SharedBuf {
   std::unique_ptr<Array> array;
-  std::atomic<int> in_flight{0};  // messages that still reference `array`'s memory
+  zmq::message_t msg;
+  std::atomic<int> in_flight{0};  // messages (and worker ops) that still reference the bytes
   bool Idle() const { return in_flight.load(std::memory_order_acquire) == 0; }
+  void* data() { return array ? array->data() : msg.data(); }
+  size_t size() const { return array ? array->nbytes() : msg.size(); }
 };
 
 struct OutPayload {

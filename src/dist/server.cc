@@ -272,7 +272,7 @@ void Server::Reply(const std::string& rid, uint64_t req_id, int status, const st
   OutPayload p;
   if (status == 0 && with_value != nullptr) {
     p.buf = with_value->stored;
-    p.nbytes = with_value->stored->array->nbytes();
+    p.nbytes = with_value->stored->size();
     h.dtype = with_value->dtype;
     h.offset = with_value->offset;
     h.count = with_value->count;
@@ -467,7 +467,7 @@ void Server::Progress(KeyState* k) {
 
 std::shared_ptr<SharedBuf> Server::TakeTarget(KeyState* k) {
   std::shared_ptr<SharedBuf> t;
-  if (k->spare && k->spare->Idle()) {
+  if (k->spare && k->spare->array && k->spare->Idle()) {
     t = std::move(k->spare);
   } else {
     t = std::make_shared<SharedBuf>();
@@ -490,17 +490,23 @@ void Server::RunRound(KeyState* k) {
   int status = 0;
   std::string msg;
   try {
-    std::shared_ptr<SharedBuf> target = TakeTarget(k);
     const bool has_updater = hooks_->updater || (k->is_str && hooks_->str_updater);
-    if (!has_updater) {
+    std::shared_ptr<SharedBuf> target;
+    if (!has_updater && k->fifo.size() == 1) {
+      // One worker, assign: the received message becomes the stored value, no copy.
+      target = std::make_shared<SharedBuf>();
+      target->msg = std::move(k->fifo[0].front().payload);
+    } else if (!has_updater) {
+      target = TakeTarget(k);
       SumInOrder(k->dtype, srcs, target->array->data(), k->count);
     } else {
+      target = TakeTarget(k);
       if (!k->merged) k->merged = Array::Create({k->count}, k->dtype, Context{});
       SumInOrder(k->dtype, srcs, k->merged->data(), k->count);
-      std::memcpy(target->array->data(), k->stored->array->data(), k->stored->array->nbytes());
+      std::memcpy(target->array->data(), k->stored->data(), k->stored->size());
       Update(k, k->merged.get(), target->array.get());
     }
-    k->spare = std::move(k->stored);
+    if (k->stored->array) k->spare = std::move(k->stored);
     k->stored = std::move(target);
   } catch (const Error& e) {
     status = e.code() == KV_ERR_INVALID_ARGUMENT ? KV_ERR_CALLBACK : e.code();
@@ -520,18 +526,21 @@ void Server::ApplyAsync(KeyState* k, Req& r) {
   int status = 0;
   std::string msg;
   try {
-    std::shared_ptr<SharedBuf> target = TakeTarget(k);
     const bool has_updater = hooks_->updater || (k->is_str && hooks_->str_updater);
+    std::shared_ptr<SharedBuf> target;
     if (!has_updater) {
-      // Documented default: with no updater an async server assigns the pushed value.
-      std::memcpy(target->array->data(), r.payload.data(), r.payload.size());
+      // Documented default: with no updater an async server assigns the pushed value (the
+      // received message is adopted, no copy).
+      target = std::make_shared<SharedBuf>();
+      target->msg = std::move(r.payload);
     } else {
+      target = TakeTarget(k);
       if (!k->merged) k->merged = Array::Create({k->count}, k->dtype, Context{});
       std::memcpy(k->merged->data(), r.payload.data(), r.payload.size());
-      std::memcpy(target->array->data(), k->stored->array->data(), k->stored->array->nbytes());
+      std::memcpy(target->array->data(), k->stored->data(), k->stored->size());
       Update(k, k->merged.get(), target->array.get());
     }
-    k->spare = std::move(k->stored);
+    if (k->stored->array) k->spare = std::move(k->stored);
     k->stored = std::move(target);
   } catch (const Error& e) {
     status = KV_ERR_CALLBACK;

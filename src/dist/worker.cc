@@ -371,18 +371,32 @@ void WorkerStore::Init(const KeyList& keys, const Array* const* vals) {
   KV_CHECK(status == 0, status, "%s", msg.c_str());
 }
 
+// A key has at most kMaxSendBufs send buffers; a push that finds them all in flight waits
+// for one (flow control: memory stays bounded and no buffer is allocated per push). The
+// wait ends when an operation of the key completes or ZeroMQ releases a buffer, and is
+// bounded by the request deadline.
 std::shared_ptr<SharedBuf> WorkerStore::TakeSendBuf(KeyMeta* m) {
-  std::lock_guard<std::mutex> lock(mu_);
-  for (auto& b : m->pool) {
-    if (b->Idle()) {
-      b->in_flight.fetch_add(1, std::memory_order_acq_rel);
-      return b;
+  constexpr size_t kMaxSendBufs = 8;
+  const double deadline = ControlDeadline();
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    for (auto& b : m->pool) {
+      if (b->Idle()) {
+        b->in_flight.fetch_add(1, std::memory_order_acq_rel);
+        return b;
+      }
     }
+    if (m->pool.size() < kMaxSendBufs) break;
+    KV_CHECK(NowSec() < deadline, KV_ERR_TIMEOUT,
+             "push of key %s: %zu earlier pushes are still in flight after %.0f s",
+             m->display.c_str(), kMaxSendBufs, cfg_.timeout_sec);
+    // Completions notify idle_cv_; ZeroMQ's release does not, hence the short timeout.
+    idle_cv_.wait_for(lock, std::chrono::milliseconds(1));
   }
   auto b = std::make_shared<SharedBuf>();
   b->array = Array::Create({m->size}, m->dtype, Context{});
   b->in_flight.store(1, std::memory_order_release);
-  if (m->pool.size() < 4) m->pool.push_back(b);
+  m->pool.push_back(b);
   return b;
 }
 
@@ -950,7 +964,8 @@ void WorkerStore::FinishOp(Op& op) {
     async_status_ = op.status;
     async_msg_ = op.msg;
   }
-  if (--inflight_ops_ == 0) idle_cv_.notify_all();
+  --inflight_ops_;
+  idle_cv_.notify_all();  // WaitAll, and pushes waiting for a send buffer
 }
 
 void WorkerStore::CheckDeadlines() {
