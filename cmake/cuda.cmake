@@ -28,7 +28,9 @@ endforeach()
 set(KVSTORE_CUDA_ENABLED OFF)
 set(KVSTORE_NCCL_ENABLED OFF)
 
-if(NOT _kv_use_cuda STREQUAL "OFF")
+if(_kv_use_cuda STREQUAL "OFF")
+  message(STATUS "kvstore: CUDA off (KVSTORE_USE_CUDA=OFF)")
+else()
   # nvcc: an explicit CMAKE_CUDA_COMPILER, then PATH / CUDACXX (check_language), then the
   # default toolkit location, which is often not on PATH.
   if(NOT CMAKE_CUDA_COMPILER)
