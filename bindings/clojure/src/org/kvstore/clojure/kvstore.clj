@@ -1,0 +1,147 @@
+(ns org.kvstore.clojure.kvstore
+  "Key-value stores: (create \"local\"), (init kv [\"3\"] [a]), (push kv \"3\" a),
+  (pull kv [\"3\" \"3\"] [a b]). Keys are strings or integers, one kind per store; a key and
+  its value may be given alone or as vectors (a single key with several arrays repeats the
+  key). Mutating functions return the store, so calls thread with ->. Failures raise ex-info
+  with the library's message and {:code c :name n}; the store is left as it was."
+  (:refer-clojure :exclude [type])
+  (:require [org.kvstore.clojure.errors :refer [with-errors fail]])
+  (:import (org.kvstore KVStore NDArray Updater StrUpdater)))
+
+(defn create
+  "Creates a store: \"local\" (default), \"device\", \"nccl\", \"dist_sync\", ..."
+  ([] (create "local"))
+  ([name] (with-errors (KVStore/create ^String name))))
+
+(defn dispose
+  "Releases the store now (its updater is released too)."
+  [^KVStore kv]
+  (.close kv))
+
+(defn- key-list [ks]
+  (if (sequential? ks) (vec ks) [ks]))
+
+(defn- array-list [vs]
+  (let [vs (if (sequential? vs) (vec vs) [vs])]
+    (doseq [[i v] (map-indexed vector vs)]
+      (when-not (instance? NDArray v)
+        (fail (str "value " i " is not an NDArray: " (pr-str v)) {:index i})))
+    (into-array NDArray vs)))
+
+(defn- pair-up
+  "Matches keys with arrays: one key for several arrays repeats the key."
+  [ks vs]
+  (let [ks (key-list ks)
+        arrs (array-list vs)
+        ks (if (and (= 1 (count ks)) (< 1 (count arrs))) (vec (repeat (count arrs) (first ks))) ks)]
+    (when-not (= (count ks) (count arrs))
+      (fail (str (count ks) " keys but " (count arrs) " arrays (the lists must have equal length)")
+            {:keys ks}))
+    [ks arrs]))
+
+(defn- key-kind [ks]
+  (cond (every? string? ks) :string
+        (every? integer? ks) :int
+        :else (fail (str "keys must be all strings or all integers, got " (pr-str ks)) {:keys ks})))
+
+(defn- int-keys ^ints [ks]
+  (int-array (map (fn [k]
+                    (if (<= Integer/MIN_VALUE k Integer/MAX_VALUE)
+                      k
+                      (fail (str "key " k " does not fit in an int") {:key k})))
+                  ks)))
+
+(defn- str-keys [ks] (into-array String ks))
+
+(defn init
+  "Initialises keys with copies of the arrays."
+  [^KVStore kv ks vs]
+  (let [[ks arrs] (pair-up ks vs)]
+    (with-errors
+      (case (key-kind ks)
+        :int (.init kv (int-keys ks) ^"[Lorg.kvstore.NDArray;" arrs)
+        :string (.init kv ^"[Ljava.lang.String;" (str-keys ks) ^"[Lorg.kvstore.NDArray;" arrs)))
+    kv))
+
+(defn push
+  "Pushes arrays to keys; the arrays of a repeated key are summed, then merged by the updater."
+  ([kv ks vs] (push kv ks vs 0))
+  ([^KVStore kv ks vs priority]
+   (let [[ks arrs] (pair-up ks vs)]
+     (with-errors
+       (case (key-kind ks)
+         :int (.push kv (int-keys ks) ^"[Lorg.kvstore.NDArray;" arrs (int priority))
+         :string (.push kv ^"[Ljava.lang.String;" (str-keys ks) ^"[Lorg.kvstore.NDArray;" arrs (int priority))))
+     kv)))
+
+(defn pull
+  "Copies the stored value of each key into its output array(s)."
+  ([kv ks outs] (pull kv ks outs 0))
+  ([^KVStore kv ks outs priority]
+   (let [[ks arrs] (pair-up ks outs)]
+     (with-errors
+       (case (key-kind ks)
+         :int (.pull kv (int-keys ks) ^"[Lorg.kvstore.NDArray;" arrs (int priority))
+         :string (.pull kv ^"[Ljava.lang.String;" (str-keys ks) ^"[Lorg.kvstore.NDArray;" arrs (int priority))))
+     kv)))
+
+(defn push-pull
+  "Pushes vs to ks, then pulls the merged values into outs, as one call."
+  [^KVStore kv ks vs outs]
+  (let [[ks arrs] (pair-up ks vs)
+        [oks oarrs] (pair-up (distinct ks) outs)]
+    (with-errors
+      (case (key-kind ks)
+        :int (.pushPull kv (int-keys ks) ^"[Lorg.kvstore.NDArray;" arrs (int-keys oks) ^"[Lorg.kvstore.NDArray;" oarrs 0)
+        :string (.pushPull kv ^"[Ljava.lang.String;" (str-keys ks) ^"[Lorg.kvstore.NDArray;" arrs
+                           ^"[Ljava.lang.String;" (str-keys oks) ^"[Lorg.kvstore.NDArray;" oarrs 0)))
+    kv))
+
+(defn broadcast
+  "Initialises ks with vs, then pulls them into outs."
+  [^KVStore kv ks vs outs]
+  (let [[ks arrs] (pair-up ks vs)
+        [oks oarrs] (pair-up ks outs)]
+    (with-errors
+      (case (key-kind ks)
+        :int (.broadcast kv (int-keys ks) ^"[Lorg.kvstore.NDArray;" arrs (int-keys oks) ^"[Lorg.kvstore.NDArray;" oarrs 0)
+        :string (.broadcast kv ^"[Ljava.lang.String;" (str-keys ks) ^"[Lorg.kvstore.NDArray;" arrs
+                            ^"[Ljava.lang.String;" (str-keys oks) ^"[Lorg.kvstore.NDArray;" oarrs 0)))
+    kv))
+
+(defn type
+  "The type name given to create, lowercased."
+  [^KVStore kv]
+  (with-errors (.type kv)))
+
+(defn rank [^KVStore kv] (with-errors (.rank kv)))
+
+(defn num-workers [^KVStore kv] (with-errors (.numWorkers kv)))
+
+(defn barrier [^KVStore kv] (with-errors (.barrier kv)) kv)
+
+(defn num-dead-node
+  ([kv node-id] (num-dead-node kv node-id 60))
+  ([^KVStore kv node-id timeout-sec] (with-errors (.numDeadNode kv (int node-id) (int timeout-sec)))))
+
+(defn set-optimizer
+  "A built-in optimizer as the updater, e.g. \"sgd(learning_rate=0.1)\"."
+  [^KVStore kv ^String spec]
+  (with-errors (.setOptimizer kv spec))
+  kv)
+
+(defn set-updater
+  "Sets (fn [key recv stored] ...) as the updater, for int and string keys alike: it receives
+  the key as given (an integer or a string) and merges recv into stored in place, e.g. with
+  ndarray/add!. recv and stored are only valid during the call. An exception it throws
+  reaches the caller of push unchanged, and the stored value stays as it was. nil restores
+  the default (assign)."
+  [^KVStore kv f]
+  (with-errors
+    (if (nil? f)
+      (do (.setUpdater kv nil) (.setStrUpdater kv nil))
+      (do (.setUpdater kv (reify Updater
+                            (update [_ key recv stored] (f key recv stored))))
+          (.setStrUpdater kv (reify StrUpdater
+                               (update [_ key recv stored] (f key recv stored)))))))
+  kv)

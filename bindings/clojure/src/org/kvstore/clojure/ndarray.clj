@@ -1,0 +1,144 @@
+(ns org.kvstore.clojure.ndarray
+  "N-dimensional arrays: (ones [2 3]), (zeros [2 3] {:ctx (context/cpu 1) :dtype :float64}),
+  (* a 2), (+ a b), (->vec a). Arithmetic returns new arrays; add!, sub!, mul!, div! (also +=,
+  -=, *=) work in place, e.g. inside an updater. An array is freed by dispose, or once it is
+  unreachable."
+  (:refer-clojure :exclude [* + - / shape])
+  (:require [org.kvstore.clojure.context :as context]
+            [org.kvstore.clojure.errors :refer [with-errors fail]])
+  (:import (org.kvstore NDArray Shape DType Context)))
+
+(def ^:private dtypes
+  {:float32 DType/FLOAT32 :float64 DType/FLOAT64 :float16 DType/FLOAT16
+   :uint8 DType/UINT8 :int32 DType/INT32 :int64 DType/INT64})
+
+(defn- ->dtype ^DType [d]
+  (cond (nil? d) DType/FLOAT32
+        (instance? DType d) d
+        (keyword? d) (or (dtypes d) (fail (str "unknown dtype " d " (valid: " (keys dtypes) ")") {:dtype d}))
+        (string? d) (with-errors (DType/fromName d))
+        :else (fail (str "unknown dtype " (pr-str d)) {:dtype d})))
+
+(defn- ->shape ^Shape [s]
+  (cond (instance? Shape s) s
+        (and (sequential? s) (every? integer? s))
+        (with-errors (Shape/of (long-array s)))
+        :else (fail (str "a shape is a vector of integers, got " (pr-str s)) {:shape s})))
+
+(defn- opts->ctx ^Context [opts]
+  (or (:ctx opts) context/default-context))
+
+(defn zeros
+  "A zero-filled array. opts: {:ctx context, :dtype :float32|:float64|:float16|:uint8|:int32|:int64}."
+  ([shape] (zeros shape {}))
+  ([shape opts]
+   (with-errors (NDArray/zeros (->shape shape) (->dtype (:dtype opts)) (opts->ctx opts)))))
+
+(defn ones
+  "An array of ones; opts as zeros."
+  ([shape] (ones shape {}))
+  ([shape opts]
+   (with-errors (NDArray/ones (->shape shape) (->dtype (:dtype opts)) (opts->ctx opts)))))
+
+(defn full
+  "An array filled with value; opts as zeros."
+  ([shape value] (full shape value {}))
+  ([shape value opts]
+   (with-errors (NDArray/full (->shape shape) (double value) (->dtype (:dtype opts)) (opts->ctx opts)))))
+
+(defn array
+  "A float32 array holding the numbers of coll (row-major) with the given shape."
+  ([coll shape] (array coll shape {}))
+  ([coll shape opts]
+   (with-errors (NDArray/create (float-array coll) (->shape shape) (opts->ctx opts)))))
+
+(defn shape
+  "The shape as a vector of longs."
+  [^NDArray a]
+  (vec (.toArray (.shape a))))
+
+(defn dtype [^NDArray a] (keyword (str (.dtype a))))
+
+(defn context [^NDArray a] (.context a))
+
+(defn size [^NDArray a] (.size a))
+
+(defn- half->float [^long bits]
+  (let [h (bit-and bits 0xffff)
+        sign (if (zero? (bit-and h 0x8000)) 1.0 -1.0)
+        e (bit-and (bit-shift-right h 10) 0x1f)
+        m (bit-and h 0x3ff)]
+    (float (cond (zero? e) (clojure.core/* sign m (Math/pow 2 -24))
+                 (= e 31) (if (zero? m) (clojure.core/* sign Double/POSITIVE_INFINITY) Double/NaN)
+                 :else (clojure.core/* sign (clojure.core/+ 1.0 (clojure.core// m 1024.0)) (Math/pow 2 (clojure.core/- e 15)))))))
+
+(defn ->vec
+  "The elements as a vector (floats for float32/float16, doubles, longs for integer dtypes)."
+  [^NDArray a]
+  (with-errors
+    (condp = (.dtype a)
+      DType/FLOAT32 (vec (.toFloatArray a))
+      DType/FLOAT64 (vec (.toDoubleArray a))
+      DType/FLOAT16 (mapv #(half->float %) (.toFloat16Bits a))
+      DType/INT32 (mapv long (.toIntArray a))
+      DType/INT64 (vec (.toLongArray a))
+      DType/UINT8 (mapv #(bit-and (long %) 0xff) (.toByteArray a)))))
+
+(defn ->float-array
+  "The elements of a float32 array as a float[]."
+  [^NDArray a]
+  (with-errors (.toFloatArray a)))
+
+(defn set-values!
+  "Overwrites a float32 array from the numbers of coll; returns a."
+  [^NDArray a coll]
+  (with-errors (.copyFrom a (float-array coll))))
+
+(defn fill!
+  "Sets every element to value; returns a."
+  [^NDArray a value]
+  (with-errors (.fill a (double value))))
+
+(defn copy [^NDArray a] (with-errors (.copy a)))
+
+(defn copy-to
+  "Copies a into dst (an array) or onto a context; returns the destination."
+  [^NDArray a dst]
+  (with-errors
+    (if (instance? Context dst) (.copyTo a ^Context dst) (.copyTo a ^NDArray dst))))
+
+(defn dispose
+  "Frees the array now."
+  [^NDArray a]
+  (.close a))
+
+(defmacro ^:private defop [name doc array-method scalar-method]
+  `(defn ~name ~doc
+     ([a# b#]
+      (with-errors
+        (if (instance? NDArray b#)
+          (~array-method ^NDArray a# ^NDArray b#)
+          (~scalar-method ^NDArray a# (double b#)))))
+     ([a# b# & more#]
+      (reduce ~name (~name a# b#) more#))))
+
+(defop + "a + b (b an array or a number), as a new array." .add .add)
+(defop - "a - b, as a new array." .sub .sub)
+(defop * "a * b (element-wise), as a new array." .mul .mul)
+(defop / "a / b (element-wise), as a new array." .div .div)
+
+(defmacro ^:private defop! [name doc array-method scalar-method]
+  `(defn ~name ~doc [a# b#]
+     (with-errors
+       (if (instance? NDArray b#)
+         (~array-method ^NDArray a# ^NDArray b#)
+         (~scalar-method ^NDArray a# (double b#))))))
+
+(defop! add! "a += b in place; returns a." .addInPlace .addInPlace)
+(defop! sub! "a -= b in place; returns a." .subInPlace .subInPlace)
+(defop! mul! "a *= b in place; returns a." .mulInPlace .mulInPlace)
+(defop! div! "a /= b in place; returns a." .divInPlace .divInPlace)
+
+(def += add!)
+(def -= sub!)
+(def *= mul!)

@@ -1,0 +1,251 @@
+(ns org.kvstore.clojure.kvstore-test
+  "Clojure conformance tests: the seed tutorial's numbers and scenarios C1-C14 of
+  bindings/conformance/SCENARIOS.md."
+  (:require [clojure.test :refer [deftest is testing]]
+            [clojure.string :as str]
+            [org.kvstore.clojure.kvstore :as kvstore]
+            [org.kvstore.clojure.ndarray :as ndarray]
+            [org.kvstore.clojure.context :as context])
+  (:import (java.lang.ref WeakReference)))
+
+(def shape [2 3])
+
+(defn- all-of [v n] (vec (repeat n (float v))))
+
+(defn- filled [v] (ndarray/full shape v))
+
+(defn- caught
+  "Runs f; returns the ExceptionInfo it throws (or nil)."
+  [f]
+  (try (f) nil (catch clojure.lang.ExceptionInfo e e)))
+
+(deftest c1-tutorial-replay
+  (let [kv (kvstore/create "local")
+        a (ndarray/zeros shape)]
+    (kvstore/init kv ["3"] [(ndarray/* (ndarray/ones shape) 2)])
+    (kvstore/pull kv ["3"] [a])
+    (is (= [2.0 2.0 2.0 2.0 2.0 2.0] (ndarray/->vec a)))
+    (kvstore/push kv ["3"] [(ndarray/* (ndarray/ones shape) 8)])
+    (kvstore/pull kv ["3"] [a])
+    (is (= [8.0 8.0 8.0 8.0 8.0 8.0] (ndarray/->vec a)))
+    (let [cpus [(context/cpu 0) (context/cpu 1) (context/cpu 2)]
+          b (mapv #(ndarray/ones shape {:ctx %}) cpus)]
+      (kvstore/push kv ["3" "3" "3"] b)
+      (kvstore/pull kv "3" a)
+      (is (= [3.0 3.0 3.0 3.0 3.0 3.0] (ndarray/->vec a))))
+    (let [b [(ndarray/ones shape {:ctx (context/cpu 0)}) (ndarray/ones shape {:ctx (context/cpu 1)})]]
+      (kvstore/pull kv ["3" "3"] b)
+      (is (= [[3.0 3.0 3.0 3.0 3.0 3.0] [3.0 3.0 3.0 3.0 3.0 3.0]] (map ndarray/->vec b))))
+    (let [ks ["5" "7" "9"]
+          b [(ndarray/zeros shape) (ndarray/zeros shape) (ndarray/zeros shape)]]
+      (kvstore/init kv ks [(ndarray/ones shape) (ndarray/ones shape) (ndarray/ones shape)])
+      (kvstore/push kv ks [(ndarray/ones shape) (ndarray/ones shape) (ndarray/ones shape)])
+      (kvstore/pull kv ks b)
+      (is (= (repeat 3 (all-of 1 6)) (map ndarray/->vec b))))
+    (testing "the Scala tutorial's updater part, through the Clojure API"
+      (let [seen (atom [])]
+        (kvstore/set-updater kv (fn [k recv stored]
+                                  (swap! seen conj k)
+                                  (ndarray/add! stored (ndarray/* recv 2))))
+        (kvstore/push kv "3" (ndarray/ones shape))
+        (kvstore/pull kv "3" a)
+        (is (= (all-of 5 6) (ndarray/->vec a)))
+        (is (= ["3"] @seen) "the updater receives the string key")))
+    (kvstore/dispose kv)))
+
+(deftest c2-shape-mismatch
+  (let [kv (kvstore/init (kvstore/create) 3 (filled 2))
+        e (caught #(kvstore/push kv 3 (ndarray/ones [3 2])))
+        out (ndarray/zeros shape)]
+    (is (some? e))
+    (is (= -6 (:code (ex-data e))))
+    (is (= "KV_ERR_SHAPE_MISMATCH" (:name (ex-data e))))
+    (is (every? #(str/includes? (ex-message e) %) ["3" "(2,3)" "(3,2)"]) (ex-message e))
+    (kvstore/pull kv 3 out)
+    (is (= (all-of 2 6) (ndarray/->vec out)) "stored value unchanged")))
+
+(deftest c3-dtype-mismatch
+  (let [kv (kvstore/init (kvstore/create) 3 (filled 2))
+        e (caught #(kvstore/push kv 3 (ndarray/ones shape {:dtype :float64})))
+        out (ndarray/zeros shape)]
+    (is (= -7 (:code (ex-data e))))
+    (is (every? #(str/includes? (ex-message e) %) ["float32" "float64"]) (ex-message e))
+    (kvstore/pull kv 3 out)
+    (is (= (all-of 2 6) (ndarray/->vec out)))))
+
+(deftest c4-unknown-key
+  (let [kv (kvstore/init (kvstore/create) 3 (filled 2))
+        out (filled 7)
+        ep (caught #(kvstore/push kv 42 (filled 1)))
+        el (caught #(kvstore/pull kv 42 out))]
+    (is (= -3 (:code (ex-data ep))))
+    (is (str/includes? (ex-message ep) "42"))
+    (is (= -3 (:code (ex-data el))))
+    (is (str/includes? (ex-message el) "42"))
+    (is (= (all-of 7 6) (ndarray/->vec out)) "the pull output is not written")))
+
+(deftest c5-duplicate-init
+  (let [kv (kvstore/init (kvstore/create) "w" (filled 2))
+        e (caught #(kvstore/init kv "w" (filled 5)))
+        out (ndarray/zeros shape)]
+    (is (= -4 (:code (ex-data e))))
+    (kvstore/pull kv "w" out)
+    (is (= (all-of 2 6) (ndarray/->vec out)) "the first init's value is kept")))
+
+(deftest c6-mixed-key-kinds
+  (let [ki (kvstore/init (kvstore/create) 3 (filled 2))
+        ks (kvstore/init (kvstore/create) "3" (filled 4))
+        out (ndarray/zeros shape)]
+    (is (= -5 (:code (ex-data (caught #(kvstore/push ki "3" (filled 1)))))))
+    (is (= -5 (:code (ex-data (caught #(kvstore/pull ks 3 out))))))
+    (is (= -1 (:code (ex-data (caught #(kvstore/push ki [3 "3"] [(filled 1) (filled 1)])))))
+        "a call mixing kinds is refused before reaching the library")
+    (kvstore/pull ki 3 out)
+    (is (= (all-of 2 6) (ndarray/->vec out)))
+    (kvstore/pull ks "3" out)
+    (is (= (all-of 4 6) (ndarray/->vec out)))))
+
+(deftest c7-updater-raises
+  (let [kv (kvstore/init (kvstore/create) 3 (filled 2))
+        boom (ex-info "boom from the updater" {:mine true})
+        out (ndarray/zeros shape)]
+    (kvstore/set-updater kv (fn [_ recv stored] (ndarray/add! stored recv) (throw boom)))
+    (let [e (try (kvstore/push kv 3 (filled 1)) nil (catch Exception e e))]
+      (is (identical? boom e) "the updater's own exception reaches push"))
+    (kvstore/pull kv 3 out)
+    (is (= (all-of 2 6) (ndarray/->vec out)) "unchanged")
+    (kvstore/set-updater kv (fn [_ recv stored] (ndarray/add! stored recv)))
+    (kvstore/push kv 3 (filled 1))
+    (kvstore/pull kv 3 out)
+    (is (= (all-of 3 6) (ndarray/->vec out)))))
+
+(deftest c8-stateful-updater
+  (let [kv (kvstore/init (kvstore/create) [1 2] [(filled 0) (filled 100)])
+        state (atom {})
+        log (atom [])
+        out (ndarray/zeros shape)]
+    (kvstore/set-updater kv (fn [k recv stored]
+                              (let [n (get (swap! state update k (fnil inc 0)) k)]
+                                (swap! log conj [k n])
+                                (ndarray/add! stored (ndarray/* recv n)))))
+    (doseq [k [1 1 2 1]] (kvstore/push kv k (filled 1)))
+    (is (= [[1 1] [1 2] [2 1] [1 3]] @log))
+    (kvstore/pull kv 1 out)
+    (is (= (all-of 6 6) (ndarray/->vec out)))
+    (kvstore/pull kv 2 out)
+    (is (= (all-of 101 6) (ndarray/->vec out)))))
+
+(deftest c9-int-and-string-keys
+  (let [ki (kvstore/init (kvstore/create) [0 1] [(filled 1) (filled 2)])
+        ks (kvstore/init (kvstore/create) ["a" "b"] [(filled 1) (filled 2)])
+        seen (atom [])
+        out (ndarray/zeros shape)]
+    (kvstore/set-updater ki (fn [k recv stored] (swap! seen conj k) (ndarray/add! stored recv)))
+    (kvstore/set-updater ks (fn [k recv stored] (swap! seen conj k) (ndarray/add! stored recv)))
+    (kvstore/push ki 1 (filled 1))
+    (kvstore/push ks "b" (filled 1))
+    (is (= [1 "b"] @seen) "each updater gets its key as given")
+    (kvstore/pull ki 1 out)
+    (is (= (all-of 3 6) (ndarray/->vec out)))
+    (kvstore/pull ks "b" out)
+    (is (= (all-of 3 6) (ndarray/->vec out)))))
+
+(deftest c10-lists
+  (let [kv (kvstore/init (kvstore/create) "k" (filled 0))
+        outs [(filled -1) (filled -1) (filled -1)]]
+    (kvstore/push kv "k" [(filled 1) (filled 2) (filled 3)])
+    (kvstore/pull kv "k" outs)
+    (is (= (repeat 3 (all-of 6 6)) (map ndarray/->vec outs)) "one key, several outputs")
+    (kvstore/init kv ["x" "y"] [(filled 0) (filled 0)])
+    (kvstore/push kv ["x" "y" "x"] [(filled 1) (filled 2) (filled 3)])
+    (kvstore/pull kv ["x" "y"] (take 2 outs))
+    (is (= [(all-of 4 6) (all-of 2 6)] (map ndarray/->vec (take 2 outs))))
+    (is (= -1 (:code (ex-data (caught #(kvstore/push kv ["x" "y"] [(filled 1) (filled 1) (filled 1)])))))
+        "keys and values of different lengths")))
+
+(deftest c11-pushpull-and-broadcast
+  (let [kv (kvstore/init (kvstore/create) 3 (filled 1))
+        out (ndarray/zeros shape)]
+    (kvstore/set-updater kv (fn [_ recv stored] (ndarray/add! stored recv)))
+    (kvstore/push-pull kv 3 (filled 5) out)
+    (is (= (all-of 6 6) (ndarray/->vec out)))
+    (kvstore/broadcast kv 4 (filled 7) out)
+    (is (= (all-of 7 6) (ndarray/->vec out)))
+    (is (= -4 (:code (ex-data (caught #(kvstore/broadcast kv 4 (filled 8) out))))))
+    (kvstore/pull kv 4 out)
+    (is (= (all-of 7 6) (ndarray/->vec out)))))
+
+(deftest c12-dtypes
+  (let [kv (kvstore/create)]
+    (doseq [[k dt expected] [[0 :float32 (all-of 7 3)] [1 :float64 [7.0 7.0 7.0]] [2 :float16 (all-of 7 3)]
+                             [3 :int32 [7 7 7]] [4 :int64 [7 7 7]] [5 :uint8 [7 7 7]]]]
+      (kvstore/init kv k (ndarray/full [3] 3 {:dtype dt}))
+      (kvstore/push kv k [(ndarray/full [3] 2 {:dtype dt}) (ndarray/full [3] 5 {:dtype dt})])
+      (let [out (ndarray/zeros [3] {:dtype dt})]
+        (kvstore/pull kv k out)
+        (is (= dt (ndarray/dtype out)))
+        (is (= expected (ndarray/->vec out)) (str dt))))))
+
+(deftest c13-type-name
+  (let [kv (kvstore/create "LOCAL")]
+    (is (= "local" (kvstore/type kv)))
+    (is (= 0 (kvstore/rank kv)))
+    (is (= 1 (kvstore/num-workers kv)))
+    (is (= kv (kvstore/barrier kv))))
+  (let [e (caught #(kvstore/create "nope"))]
+    (is (= -1 (:code (ex-data e))))
+    (is (every? #(str/includes? (ex-message e) %) ["nope" "local" "dist_sync"]) (ex-message e))))
+
+(defn- rss-kb []
+  ;; Files/readAllLines: slurp's reader asks /proc for available(), which fails there.
+  (->> (java.nio.file.Files/readAllLines (java.nio.file.Paths/get "/proc/self/status" (make-array String 0)))
+       (some #(when (str/starts-with? % "VmRSS:") (Long/parseLong (str/replace % #"[^0-9]" ""))))))
+
+(defn- settle [] (dotimes [_ 3] (System/gc) (Thread/sleep 50)))
+
+(defn- register-updater
+  "In its own function so that no local of the caller keeps the updater reachable."
+  [kv]
+  ;; f closes over a fresh atom, so it is a new object (a fn without closed-over locals may be
+  ;; a shared constant that is never collected).
+  (let [calls (atom 0)
+        f (fn [_ recv stored] (swap! calls inc) (ndarray/add! stored recv))]
+    (kvstore/set-updater kv f)
+    (WeakReference. f)))
+
+(defn- alive?
+  "Whether the referent is still there (a function, so that no test form holds the referent)."
+  [^WeakReference w]
+  (some? (.get w)))
+
+(deftest c14-release
+  (let [cycles (fn [n] (dotimes [i n] (let [a (ndarray/zeros [256])] (ndarray/fill! a i) (ndarray/dispose a))))
+        _ (cycles 20000)
+        _ (settle)
+        before (rss-kb)
+        _ (cycles 100000)
+        _ (settle)
+        after (rss-kb)]
+    (println "   10^5 array cycles: RSS" before "kB ->" after "kB")
+    (is (< (- after before) (* 16 1024)) "RSS growth of 10^5 array cycles below 16 MiB"))
+  (let [store-cycle (fn [] (let [kv (kvstore/create) v (ndarray/ones [1024])]
+                             (kvstore/set-updater kv (fn [_ r s] (ndarray/add! s r)))
+                             (kvstore/init kv 1 v)
+                             (kvstore/push kv 1 v)
+                             (ndarray/dispose v)
+                             (kvstore/dispose kv)))
+        _ (dotimes [_ 200] (store-cycle))
+        _ (settle)
+        before (rss-kb)
+        _ (dotimes [_ 1000] (store-cycle))
+        _ (settle)
+        after (rss-kb)]
+    (println "   10^3 store cycles: RSS" before "kB ->" after "kB")
+    (is (< (- after before) (* 16 1024)) "RSS growth of 10^3 store cycles below 16 MiB"))
+  (let [kv (kvstore/create)
+        weak (register-updater kv)]
+    (settle)
+    (is (alive? weak) "the store keeps its updater alive")
+    (kvstore/dispose kv)
+    (loop [i 0] (when (and (alive? weak) (< i 50)) (settle) (recur (inc i))))
+    (is (not (alive? weak)) "after dispose the free hook released the updater")))
