@@ -2,6 +2,7 @@
 // scheduler process, a handle whose RunServer turns the process into that node.
 #include <unistd.h>
 
+#include <exception>
 #include <random>
 
 #include "dist/dist.h"
@@ -28,6 +29,14 @@ JoinResult JoinJob(zmq::socket_t& sched, const Config& cfg, int listen_port) {
   SendMessage(sched, nullptr, h, cfg.host + ":" + std::to_string(listen_port), OutPayload{});
   if (cfg.verbose >= 1) Log("registering with the scheduler at %s", ep.c_str());
   const double deadline = DeadlineAfter(cfg.timeout_sec);
+  // On failure nothing queued for the scheduler is worth waiting for at close.
+  struct NoLingerOnError {
+    zmq::socket_t& s;
+    int exceptions = std::uncaught_exceptions();
+    ~NoLingerOnError() {
+      if (std::uncaught_exceptions() > exceptions) s.set(zmq::sockopt::linger, 0);
+    }
+  } guard{sched};
   for (;;) {
     const double left = deadline - NowSec();
     if (left <= 0) {

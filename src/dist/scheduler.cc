@@ -316,9 +316,10 @@ void Scheduler::CheckLiveness() {
     n.dead = true;
     const std::string name = NodeName(n.role, n.rank);
     dead_names_.push_back(name);
-    const std::string why =
-        StrFormat("%s (%s:%d) sent no heartbeat for %.1f s and is considered dead",
-                  name.c_str(), n.host.c_str(), n.port, now - n.last_seen);
+    const std::string where =
+        n.role == Role::kServer ? StrFormat("%s:%d", n.host.c_str(), n.port) : n.host;
+    const std::string why = StrFormat("%s (%s) sent no heartbeat for %.1f s and is considered dead",
+                                      name.c_str(), where.c_str(), now - n.last_seen);
     Log("%s", why.c_str());
     WireHeader h = Header(MsgType::kNodeDead);
     h.arg = static_cast<int32_t>(n.role);

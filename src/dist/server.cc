@@ -552,14 +552,17 @@ void Server::ApplyAsync(KeyState* k, Req& r) {
   ReplyReq(r, status, msg, r.type == MsgType::kPushPull ? k : nullptr);
 }
 
+// "missing: worker 2, worker 3; pushed: worker 0, worker 1" for the current round.
 std::string Server::MissingRanks(const KeyState& k) const {
   std::string missing, have;
   for (int w = 0; w < num_workers_; ++w) {
     const auto& q = k.fifo[static_cast<size_t>(w)];
-    std::string& l = q.empty() ? missing : have;
-    l += (l.empty() ? "" : ",") + std::to_string(w);
+    const bool pushed = !q.empty() && q.front().type != MsgType::kPull;
+    std::string& l = pushed ? have : missing;
+    l += (l.empty() ? "" : ", ") + NodeName(Role::kWorker, w);
   }
-  return "missing worker(s) " + missing + "; pushed: worker(s) " + (have.empty() ? "none" : have);
+  return "missing: " + (missing.empty() ? std::string("none") : missing) +
+         "; pushed: " + (have.empty() ? std::string("none") : have);
 }
 
 void Server::FailQueuedPushes(KeyState* k, int code, const std::string& why) {

@@ -20,6 +20,9 @@
  *                   rank/size, bad optimizer spec, set_updater refused on a worker.
  *   killed          worker 2 dies (SIGKILL) in the middle of round 1; the others must fail
  *                   within the timeout with an error naming worker 2 (prints SURVIVOR_OK).
+ *   killed_server   server 1 dies (SIGKILL, from its controller) while a command is in
+ *                   flight; every worker must get PEER_DEAD naming server 1 for keys it
+ *                   owns, while keys of server 0 keep working (prints SURVIVOR_OK).
  *
  * Prints "PASS <scenario> rank R" and exits 0 on success; exits 1 with a message otherwise.
  */
@@ -368,18 +371,64 @@ static int Killed(KVStoreHandle kv) {
   return 0;
 }
 
+static int KilledServer(KVStoreHandle kv) {
+  int n = 0;
+  OK(KVStoreGetGroupSize(kv, &n));
+  /* With 2 servers, small int key k lives on server k % 2. */
+  const int keys[2] = {4, 5};
+  KVArrayHandle v[2] = {NewArray(16, KV_FLOAT32), NewArray(16, KV_FLOAT32)};
+  KVArrayHandle o[2] = {NewArray(16, KV_FLOAT32), NewArray(16, KV_FLOAT32)};
+  OK(KVStoreInit(kv, 2, keys, v));
+  OK(KVStorePush(kv, 2, keys, v, 0));
+  OK(KVStorePull(kv, 2, keys, o, 0));
+  OK(KVStoreWaitAll(kv));
+  OK(KVStoreBarrier(kv));
+  const double t0 = Now();
+  if (g_rank == 0) {
+    /* Command 99 makes server 1 kill itself before it answers. */
+    int rc = KVStoreSendCommandToServers(kv, 99, "die");
+    CHECK(rc == KV_ERR_PEER_DEAD || rc == KV_ERR_TIMEOUT, "command to a dying server: %s %s",
+          KVErrorName(rc), KVGetLastError());
+    CHECK(strstr(KVGetLastError(), "server 1") != NULL, "error does not name server 1: %s",
+          KVGetLastError());
+  }
+  OK(KVStoreBarrier(kv));
+  /* Key 5 (server 1) fails at once; key 4 (server 0) still completes rounds. */
+  FillValue(v[0], g_rank + 1.0);
+  OK(KVStorePush(kv, 1, &keys[0], &v[0], 0));
+  OK(KVStorePull(kv, 1, &keys[0], &o[0], 0));
+  ExpectAll(o[0], n * (n + 1) / 2.0, "server 0 key after server 1 died", 1);
+  int rc = KVStorePull(kv, 1, &keys[1], &o[1], 0);
+  if (rc == 0) rc = KVArrayWaitToRead(o[1]);
+  CHECK(rc == KV_ERR_PEER_DEAD, "pull from a dead server: %s %s", KVErrorName(rc), KVGetLastError());
+  CHECK(strstr(KVGetLastError(), "server 1") != NULL, "error does not name server 1: %s",
+        KVGetLastError());
+  printf("SURVIVOR_OK rank %d after %.2f s: %s: %s\n", g_rank, Now() - t0, KVErrorName(rc),
+         KVGetLastError());
+  fflush(stdout);
+  KVArrayFree(v[0]);
+  KVArrayFree(v[1]);
+  KVArrayFree(o[0]);
+  KVArrayFree(o[1]);
+  return 0;
+}
+
 /* ------------------------------------------------------------------------------------ */
 
 static int Controller(int head, const char* body, void* user_data) {
   int* count = (int*)user_data;
   ++*count;
   fprintf(stderr, "controller: head %d body '%s'\n", head, body);
+  if (head == 99) {
+    const char* id = getenv("DMLC_SERVER_ID");
+    if (id != NULL && strcmp(id, "1") == 0) kill(getpid(), SIGKILL);
+  }
   return head == 13 ? 1 : 0;
 }
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: %s sync|async|assign|determinism|api|killed ...\n", argv[0]);
+    fprintf(stderr, "usage: %s sync|async|assign|determinism|api|killed|killed_server ...\n", argv[0]);
     return 2;
   }
   const char* scenario = argv[1];
@@ -393,7 +442,7 @@ int main(int argc, char** argv) {
     if (rc != 0) fprintf(stderr, "RunServer: %s: %s\n", KVErrorName(rc), KVGetLastError());
     KVStoreFree(kv);
     /* After a killed worker, servers report PEER_DEAD; that is the expected outcome. */
-    if (strcmp(scenario, "killed") == 0) return 0;
+    if (strncmp(scenario, "killed", 6) == 0) return 0;
     return rc == 0 ? 0 : 1;
   }
   OK(KVStoreCreate(type, &kv));
@@ -411,11 +460,13 @@ int main(int argc, char** argv) {
     rc = Api(kv);
   } else if (strcmp(scenario, "killed") == 0) {
     rc = Killed(kv);
+  } else if (strcmp(scenario, "killed_server") == 0) {
+    rc = KilledServer(kv);
   } else {
     CHECK(0, "unknown scenario %s", scenario);
   }
   const int free_rc = KVStoreFree(kv);
-  if (strcmp(scenario, "killed") != 0) {
+  if (strncmp(scenario, "killed", 6) != 0) {
     CHECK(free_rc == 0, "KVStoreFree: %s %s", KVErrorName(free_rc), KVGetLastError());
   }
   printf("PASS %s rank %d\n", scenario, g_rank);

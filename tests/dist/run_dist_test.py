@@ -74,6 +74,7 @@ def main():
     p.add_argument("--env", action="append", default=[])
     p.add_argument("--server-cmd")
     p.add_argument("--max-sec", type=float, default=60)
+    p.add_argument("--victim", default="worker 2")
     argv = sys.argv[1:]
     cmd = []
     if "--" in argv:
@@ -102,14 +103,31 @@ def main():
                 raise SystemExit("FAIL: the two runs produced different bytes")
             print("identical: %d bytes" % len(files[0]))
     elif a.case == "killed":
+        # --victim "worker 2" or "server 1": every worker but the victim must report it.
         rc, out, took = launch(a, [], cmd, keep_going=True)
-        survivors = [w for w in range(a.workers) if w != 2]
+        role, _, vrank = a.victim.partition(" ")
+        survivors = [w for w in range(a.workers) if not (role == "worker" and w == int(vrank))]
         for w in survivors:
-            if not re.search(r"^\[worker %d\] SURVIVOR_OK .*worker.*2" % w, out, re.M):
-                raise SystemExit("FAIL: worker %d did not report worker 2's death" % w)
+            if not re.search(r"^\[worker %d\] SURVIVOR_OK .*%s" % (w, a.victim), out, re.M):
+                raise SystemExit("FAIL: worker %d did not report the death of %s" % (w, a.victim))
         if rc == 0:
             raise SystemExit("FAIL: the launcher reported success for a job with a killed worker")
         print("all survivors failed cleanly; job took %.1f s" % took)
+    elif a.case == "no-scheduler":
+        # A worker whose scheduler never answers fails within KVSTORE_TIMEOUT_SEC, naming it.
+        env = dict(os.environ, DMLC_ROLE="worker", DMLC_PS_ROOT_URI="127.0.0.1",
+                   DMLC_PS_ROOT_PORT=str(free_port()), DMLC_NUM_WORKER="1",
+                   DMLC_NUM_SERVER="1", KVSTORE_TIMEOUT_SEC="1")
+        t0 = time.monotonic()
+        p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           timeout=a.max_sec)
+        out = p.stdout.decode(errors="replace")
+        sys.stdout.write(out)
+        took = time.monotonic() - t0
+        if p.returncode == 0 or "KV_ERR_TIMEOUT" not in out or "no node table" not in out:
+            raise SystemExit("FAIL: expected a TIMEOUT naming the scheduler")
+        if took > 10:
+            raise SystemExit("FAIL: took %.1f s with a 1 s timeout" % took)
     elif a.case == "launcher-fail":
         t0 = time.monotonic()
         argv = [sys.executable, a.launcher, "-n", "3", "-s", "1", "--same-cmd", "--grace", "1",
