@@ -172,11 +172,15 @@ sub _named {
 sub _call {
   my ($self, $fn, @args) = @_;
   local $KVStore::Raw::CALLBACK_ERROR;
+  my $foreign = KVStore::Raw::kvperl_foreign_callback_count();
   my $rc = $fn->(@args);
   return if !$rc;
   my $message = KVStore::Raw::KVGetLastError();
-  if ($rc == $KVStore::Raw::KV_ERR_CALLBACK && defined $KVStore::Raw::CALLBACK_ERROR) {
-    die $KVStore::Raw::CALLBACK_ERROR;
+  if ($rc == $KVStore::Raw::KV_ERR_CALLBACK) {
+    die $KVStore::Raw::CALLBACK_ERROR if defined $KVStore::Raw::CALLBACK_ERROR;
+    $message .= ' (the Perl callback was invoked on a thread that does not own the Perl '
+      . 'interpreter, so it was not run)'
+      if KVStore::Raw::kvperl_foreign_callback_count() != $foreign;
   }
   KVStore::Error->throw($rc, $message);
 }
