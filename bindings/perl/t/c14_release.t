@@ -86,6 +86,32 @@ cmp_ok($after - $before, '<', $BOUND_KB, "10^3 stores with an updater: RSS $befo
   ok(!defined $kv->{handle}, 'close frees the store at once');
   throws_ok(sub { $kv->type }, 'KVStore::Error::NullPointer', [qr/closed/], 'a closed store croaks');
 }
+# An updater that replaces itself while it runs: the old sub stays alive for the rest of its
+# call and is released once the push is over.
+{
+  local $Tracker::destroyed = 0;
+  my $kv = mx->kv->create('local');
+  $kv->init(1, mx->nd->zeros([2]));
+  my @events;
+  {
+    my $t = Tracker->new;
+    $kv->_set_updater(sub {
+      my ($k, $in, $st) = @_;
+      my $keep = $t;
+      $kv->_set_updater(sub { $_[2] += $_[1] * 10 });
+      push @events, "replaced, destroyed=$Tracker::destroyed";
+      $st += $in;
+    });
+  }
+  $kv->push(1, mx->nd->ones([2]));
+  is_deeply(\@events, ['replaced, destroyed=0'], 'the running updater was not released under itself');
+  is($Tracker::destroyed, 1, 'it is released after the push');
+  $kv->push(1, mx->nd->ones([2]));
+  my $o = mx->nd->zeros([2]);
+  $kv->pull(1, out => $o);
+  is_deeply(vals($o), [11, 11], 'the new updater runs on the next push (1 + 10)');
+}
+
 # A store freed with an updater whose sub is the only reference.
 {
   local $Tracker::destroyed = 0;
