@@ -484,9 +484,22 @@ void Server::Update(KeyState* k, Array* recv, Array* target) {
 }
 
 void Server::RunRound(KeyState* k) {
+  // ZeroMQ may deliver small messages inside its receive buffer at any byte offset; such
+  // payloads are copied to aligned scratch before they are read as elements.
   std::vector<const void*> srcs;
+  std::vector<std::vector<double>> aligned;
+  aligned.reserve(k->fifo.size());
   srcs.reserve(k->fifo.size());
-  for (auto& q : k->fifo) srcs.push_back(q.front().payload.data());
+  for (auto& q : k->fifo) {
+    const zmq::message_t& p = q.front().payload;
+    if (reinterpret_cast<uintptr_t>(p.data()) % alignof(double) == 0) {
+      srcs.push_back(p.data());
+    } else {
+      aligned.emplace_back((p.size() + sizeof(double) - 1) / sizeof(double));
+      std::memcpy(aligned.back().data(), p.data(), p.size());
+      srcs.push_back(aligned.back().data());
+    }
+  }
   int status = 0;
   std::string msg;
   try {
