@@ -40,7 +40,9 @@
 
 #include "kvstore_errors.h"
 
-#if defined(_WIN32)
+#if defined(SWIG)
+#define KVSTORE_API /* binding generators see plain declarations */
+#elif defined(_WIN32)
 #if defined(KVSTORE_BUILDING_LIBRARY)
 #define KVSTORE_API __declspec(dllexport)
 #else

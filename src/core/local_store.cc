@@ -24,7 +24,8 @@ namespace {
 
 struct Entry {
   int id = 0;               // the int key, or the internal id of a string key
-  std::string str_key;      // the string key; empty for int keys
+  bool is_str = false;      // string key (str_key may then be empty) or int key
+  std::string str_key;      // the string key
   Shape shape;              // fixed at init; readable without `mu`
   int dtype = 0;            // fixed at init; readable without `mu`
   std::mutex mu;            // serialises operations on this key
@@ -79,6 +80,7 @@ class LocalStore final : public Store {
     for (int i = 0; i < keys.size; ++i) {
       auto entry = std::make_unique<Entry>();
       if (keys.kind == KeyKind::kStr) {
+        entry->is_str = true;
         entry->str_key = keys.strs[i];
         entry->id = next_str_id++;
       } else {
@@ -91,7 +93,7 @@ class LocalStore final : public Store {
       fresh.push_back(std::move(entry));
     }
     for (auto& entry : fresh) {
-      if (keys.kind == KeyKind::kStr) str_ids_.emplace(entry->str_key, entry->id);
+      if (entry->is_str) str_ids_.emplace(entry->str_key, entry->id);
       const int id = entry->id;
       entries_.emplace(id, std::move(entry));
     }
@@ -215,7 +217,7 @@ class LocalStore final : public Store {
   }
 
   static std::string KeyName(const Entry& e) {
-    return e.str_key.empty() ? std::to_string(e.id) : "\"" + e.str_key + "\"";
+    return e.is_str ? "\"" + e.str_key + "\"" : std::to_string(e.id);
   }
 
   // Groups the values by key (first-appearance order) and checks them against the stored
@@ -279,7 +281,7 @@ class LocalStore final : public Store {
       comm_->Reduce(g.vals, e->merged.get());
       CopyArray(e->candidate.get(), *e->value);
       UpdaterScope scope(this);
-      updater->Update(e->id, e->str_key.empty() ? nullptr : e->str_key.c_str(), e->merged.get(), e->candidate.get());
+      updater->Update(e->id, e->is_str ? e->str_key.c_str() : nullptr, e->merged.get(), e->candidate.get());
     }
     for (PushGroup& g : groups) std::swap(g.entry->value, g.entry->candidate);
   }

@@ -215,6 +215,11 @@ static void test_updaters(void) {
   CHECK_OK(KVStorePushStr(kv, 1, &skeys[0], &one, 0));
   CHECK(g_last_str_key && strcmp(g_last_str_key, "weight") == 0 && stored_str_is(kv, "weight", 2));
   CHECK(sti.calls == 1);
+  /* the empty string is a string key like any other */
+  const char* empty = "";
+  CHECK_OK(KVStoreInitStr(kv, 1, &empty, &one));
+  CHECK_OK(KVStorePushStr(kv, 1, &empty, &one, 0));
+  CHECK(g_last_str_key && strcmp(g_last_str_key, "") == 0 && stored_str_is(kv, "", 2));
   KVStoreFree(kv);
 
   /* an updater must not call back into its own store */
