@@ -246,6 +246,18 @@ void Scheduler::AssignRanks(Role role, int count) {
 void Scheduler::Handle(Message& m) {
   const int i = FindNode(m.routing_id);
   if (i < 0) {
+    if (m.h.type == static_cast<uint16_t>(MsgType::kRegister)) {
+      // Late joiner: a second dist store in one process, or a node of another job.
+      Node late;
+      late.role = static_cast<Role>(m.h.sender_role);
+      late.routing_id = m.routing_id;
+      WireHeader h = Header(MsgType::kAbort);
+      h.status = KV_ERR_INVALID_ARGUMENT;
+      Send(late, h,
+           StrFormat("the job is already running with %d workers and %d servers (a process can "
+                     "hold one dist store)",
+                     cfg_.num_workers, cfg_.num_servers));
+    }
     Log("dropped %s from an unregistered peer", MsgTypeName(m.h.type));
     return;
   }

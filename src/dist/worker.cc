@@ -820,6 +820,18 @@ void WorkerStore::SendOne(OutMsg& m) {
   const bool control = m.dest < 0 || !m.op;
   double t = cfg_.timeout_sec > 0 ? cfg_.timeout_sec + cfg_.heartbeat_timeout_sec + 2 : 0;
   o.deadline = DeadlineAfter(t);
+  {
+    bool sched_dead;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      sched_dead = scheduler_dead_;
+    }
+    if (m.dest < 0 && sched_dead) {
+      CompletePart(o, KV_ERR_PEER_DEAD,
+                   StrFormat("%s: the scheduler is dead", MsgTypeName(m.h.type)), nullptr);
+      return;
+    }
+  }
   if (m.dest >= 0) {
     bool dead;
     {

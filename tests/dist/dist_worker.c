@@ -307,6 +307,12 @@ static int Api(KVStoreHandle kv) {
   rc = KVStoreSendCommandToServers(kv, -1, "reserved");
   CHECK(rc == KV_ERR_INVALID_ARGUMENT, "reserved head: %s", KVErrorName(rc));
 
+  /* A second dist store in the same process is refused at once (the job is full). */
+  KVStoreHandle kv2 = NULL;
+  rc = KVStoreCreate("dist_sync", &kv2);
+  CHECK(rc == KV_ERR_INVALID_ARGUMENT && kv2 == NULL && strstr(KVGetLastError(), "already running"),
+        "second store: %s %s", KVErrorName(rc), KVGetLastError());
+
   int dead = -1;
   OK(KVStoreGetNumDeadNode(kv, KV_NODE_SCHEDULER + KV_NODE_SERVERS + KV_NODE_WORKERS, 60, &dead));
   CHECK(dead == 0, "%d dead nodes in a healthy job", dead);
