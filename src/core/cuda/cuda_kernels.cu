@@ -12,12 +12,18 @@
 #include <type_traits>
 
 #include "core/cuda/cuda_kernels.h"
+#include "core/cuda/element_ops.cuh"
 #include "core/cuda/cuda_util.h"
 #include "kvstore/kvstore.h"
 
 namespace kvstore {
 namespace cuda {
 namespace {
+
+using ops::FloatOps;
+using ops::HalfOps;
+using ops::IntOps;
+using ops::Sum;
 
 constexpr int kBlock = 256;
 constexpr int64_t kMaxBlocks = 8192;  // grid-stride beyond that; plenty for any GPU
@@ -26,68 +32,6 @@ constexpr int kInlineSrcs = 16;       // reduce sources passed by value in the l
 int BlocksFor(int64_t n) {
   return static_cast<int>(std::min<int64_t>((n + kBlock - 1) / kBlock, kMaxBlocks));
 }
-
-// --- element traits ------------------------------------------------------------------------
-
-// Floating types: native arithmetic.
-template <typename T>
-struct FloatOps {
-  using Storage = T;
-  using Acc = T;
-  __device__ static Acc Load(Storage v) { return v; }
-  __device__ static Storage Store(Acc v) { return v; }
-  __device__ static Acc Apply(int op, Acc a, Acc b) {
-    switch (op) {
-      case KV_OP_ADD: return a + b;
-      case KV_OP_SUB: return a - b;
-      case KV_OP_MUL: return a * b;
-      default: return a / b;
-    }
-  }
-  __device__ static bool IsZero(Storage v) { return v == Storage(0); }
-};
-
-// float16: stored as its bit pattern, computed in float32, rounded to nearest even.
-struct HalfOps {
-  using Storage = uint16_t;
-  using Acc = float;
-  __device__ static Acc Load(Storage v) { return __half2float(__ushort_as_half(v)); }
-  __device__ static Storage Store(Acc v) { return __half_as_ushort(__float2half_rn(v)); }
-  __device__ static Acc Apply(int op, Acc a, Acc b) { return FloatOps<float>::Apply(op, a, b); }
-  __device__ static bool IsZero(Storage v) { return (v & 0x7fffu) == 0; }
-};
-
-// Integers: +, -, * in the unsigned twin (defined wrap-around); / truncates. x / -1 is the
-// wrapped negation, so INT_MIN / -1 gives INT_MIN instead of trapping. uint8 computes in
-// unsigned int and truncates on store.
-template <typename T>
-struct IntOps {
-  using Storage = T;
-  using Acc = T;
-  using U = typename std::make_unsigned<
-      typename std::conditional<(sizeof(T) < sizeof(int)), int, T>::type>::type;
-  __device__ static Acc Load(Storage v) { return v; }
-  __device__ static Storage Store(Acc v) { return v; }
-  __device__ static Acc Apply(int op, Acc a, Acc b) {
-    const U ua = static_cast<U>(a), ub = static_cast<U>(b);
-    switch (op) {
-      case KV_OP_ADD: return static_cast<T>(ua + ub);
-      case KV_OP_SUB: return static_cast<T>(ua - ub);
-      case KV_OP_MUL: return static_cast<T>(ua * ub);
-      default:
-        if (std::is_signed<T>::value && b == static_cast<T>(-1)) return static_cast<T>(U(0) - ua);
-        return b == 0 ? T(0) : static_cast<T>(a / b);  // zero divisors were rejected on the host
-    }
-  }
-  __device__ static bool IsZero(Storage v) { return v == 0; }
-};
-
-template <typename Ops>
-struct Sum {
-  // The sum of integers wraps like the CPU kernel does; floats accumulate in Acc.
-  using Acc = typename Ops::Acc;
-  __device__ static Acc Add(Acc a, Acc b) { return Ops::Apply(KV_OP_ADD, a, b); }
-};
 
 // --- kernels ---------------------------------------------------------------------------------
 
