@@ -197,9 +197,15 @@ void Server::Run() {
       if (!RecvMessage(sock_, true, &m, &ok, &why)) break;
       if (!ok) {
         Log("dropped a malformed message: %s", why.c_str());
-        continue;
+      } else {
+        HandleWorker(m);
       }
-      HandleWorker(m);
+      // Long bursts (or slow updaters) must not starve the heartbeat.
+      if (NowSec() >= next_hb) {
+        SendMessage(sched_, nullptr, MakeHeader(MsgType::kHeartbeat, Role::kServer, rank_), "",
+                    OutPayload{});
+        next_hb = NowSec() + cfg_.heartbeat_interval_sec;
+      }
     }
     for (;;) {
       Message m;
