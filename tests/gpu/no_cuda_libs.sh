@@ -5,12 +5,14 @@
 # CPU paths:
 #  1. its NEEDED entries name no CUDA/NCCL library and its RPATH/RUNPATH no CUDA directory;
 #  2. in a private mount namespace where /etc/ld.so.cache is empty (so the directories that
-#     only ld.so.conf adds, such as /usr/local/cuda/lib64, are never searched) and
-#     LD_LIBRARY_PATH is unset, the probe confirms that libnccl and libcudart cannot be
-#     opened and checks the library's answers, then the whole CPU suite (ctest -L core) runs.
-# Where mount namespaces are not allowed, step 2 falls back to running the probe through the
-# dynamic loader with --inhibit-cache (the suite needs the namespace, and is then skipped
-# with a note).
+#     only ld.so.conf adds, such as /usr/local/cuda/lib64, are never searched), any libcuda,
+#     libcudart or libnccl in the default directories is covered by an empty file, and
+#     LD_LIBRARY_PATH is unset, the probe confirms that none of them can be opened and checks
+#     the library's answers (no GPU, clear errors), then the whole CPU suite (ctest -L core)
+#     runs.
+# Where mount namespaces are not allowed (neither as root nor in a user namespace), step 2
+# falls back to running the probe through the dynamic loader with --inhibit-cache (the
+# suite needs the namespace, and is then skipped with a note).
 set -u
 lib=$1 probe=$2 build=$3 ctest=$4
 
@@ -31,11 +33,29 @@ unset LD_LIBRARY_PATH LD_PRELOAD
 empty=$(mktemp) || fail "mktemp"
 trap 'rm -f "$empty"' EXIT
 
-if command -v unshare >/dev/null 2>&1 && unshare -m true 2>/dev/null; then
+# A private mount namespace: directly as root, or inside a user namespace otherwise.
+ns=""
+if command -v unshare >/dev/null 2>&1; then
+  if unshare -m true 2>/dev/null; then
+    ns="-m"
+  elif unshare -rm true 2>/dev/null; then
+    ns="-rm"
+  fi
+fi
+
+if [ -n "$ns" ]; then
   # shellcheck disable=SC2016
-  unshare -m sh -c '
+  unshare $ns sh -c '
     set -u
     mount --bind "$1" /etc/ld.so.cache || exit 90
+    # Libraries in the default directories are found without the cache: cover them with the
+    # empty file too (a GPU machine has libcuda.so.1 there, and maybe libnccl).
+    for d in /lib /lib64 /usr/lib /usr/lib64 /lib/*-linux-gnu /usr/lib/*-linux-gnu; do
+      for f in "$d"/libcuda.so* "$d"/libcudart.so* "$d"/libnccl.so*; do
+        [ -e "$f" ] || continue
+        mount --bind "$1" "$f" || exit 95
+      done
+    done
     "$2" --expect-hidden-libs || exit 91
     cd "$3" || exit 92
     n=$("$4" -N -L core | sed -n "s/^Total Tests: *//p")
@@ -49,6 +69,7 @@ if command -v unshare >/dev/null 2>&1 && unshare -m true 2>/dev/null; then
     90) fail "cannot bind-mount over /etc/ld.so.cache" ;;
     91) fail "the probe failed with the CUDA libraries hidden" ;;
     93) fail "no core tests to run" ;;
+    95) fail "cannot hide a CUDA library in a default directory" ;;
     94) fail "the CPU suite failed with the CUDA libraries hidden" ;;
     *) fail "namespace run failed ($rc)" ;;
   esac

@@ -103,8 +103,8 @@ int main(int argc, char** argv) {
   const int hidden = argc > 1 && strcmp(argv[1], "--expect-hidden-libs") == 0;
   if (hidden) {
     /* The environment must really hide the libraries, or this test proves nothing. */
-    const char* libs[3] = {"libnccl.so.2", "libcudart.so.13", "libcudart.so"};
-    for (int i = 0; i < 3; ++i) {
+    const char* libs[4] = {"libnccl.so.2", "libcudart.so.13", "libcudart.so", "libcuda.so.1"};
+    for (int i = 0; i < 4; ++i) {
       void* h = dlopen(libs[i], RTLD_NOW | RTLD_LOCAL);
       if (h != NULL) fprintf(stderr, "%s is still reachable\n", libs[i]);
       CHECK(h == NULL);
