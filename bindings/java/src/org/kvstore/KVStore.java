@@ -1,6 +1,8 @@
 package org.kvstore;
 
 import java.lang.ref.Cleaner;
+import java.lang.ref.Reference;
+import java.util.ArrayDeque;
 import java.util.Arrays;
 import org.kvstore.swig.ArrayHandle;
 import org.kvstore.swig.KVStoreLib;
@@ -41,6 +43,11 @@ public final class KVStore implements AutoCloseable {
     }
   }
 
+  /** Stores whose updater is running on this thread (close() from there would free a store
+   * in the middle of its own push). */
+  private static final ThreadLocal<ArrayDeque<StoreHandle>> IN_UPDATER =
+      ThreadLocal.withInitial(ArrayDeque::new);
+
   private volatile StoreHandle handle;
   private final Cleaner.Cleanable cleanable;
 
@@ -80,7 +87,11 @@ public final class KVStore implements AutoCloseable {
    */
   @Override
   public void close() {
-    if (handle == null) return;
+    StoreHandle x = handle;
+    if (x == null) return;
+    if (IN_UPDATER.get().contains(x)) {
+      throw new IllegalStateException("a KVStore cannot be closed from inside its own updater");
+    }
     handle = null;
     cleanable.clean();
   }
@@ -91,54 +102,90 @@ public final class KVStore implements AutoCloseable {
   /** The type name given to create, lowercased. */
   public String type() {
     String[] out = new String[1];
-    KVStoreLib.KVStoreGetType(h(), out);
+    try {
+      KVStoreLib.KVStoreGetType(h(), out);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
     return out[0];
   }
 
   /** Rank of this worker (0 for in-process stores). */
   public int rank() {
     int[] out = new int[1];
-    KVStoreLib.KVStoreGetRank(h(), out);
+    try {
+      KVStoreLib.KVStoreGetRank(h(), out);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
     return out[0];
   }
 
   /** Number of workers (1 for in-process stores). */
   public int numWorkers() {
     int[] out = new int[1];
-    KVStoreLib.KVStoreGetGroupSize(h(), out);
+    try {
+      KVStoreLib.KVStoreGetGroupSize(h(), out);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
     return out[0];
   }
 
   /** Waits for every worker (immediate for in-process stores). */
   public void barrier() {
-    KVStoreLib.KVStoreBarrier(h());
+    try {
+      KVStoreLib.KVStoreBarrier(h());
+    } finally {
+      Reference.reachabilityFence(this);
+    }
   }
 
   /** Waits for pending asynchronous operations of this store. */
   public void waitAll() {
-    KVStoreLib.KVStoreWaitAll(h());
+    try {
+      KVStoreLib.KVStoreWaitAll(h());
+    } finally {
+      Reference.reachabilityFence(this);
+    }
   }
 
   /** Nodes of the groups {@code nodeId} without a heartbeat for {@code timeoutSec}. */
   public int numDeadNode(int nodeId, int timeoutSec) {
     int[] out = new int[1];
-    KVStoreLib.KVStoreGetNumDeadNode(h(), nodeId, timeoutSec, out);
+    try {
+      KVStoreLib.KVStoreGetNumDeadNode(h(), nodeId, timeoutSec, out);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
     return out[0];
   }
 
   /** Whether close() on a distributed worker runs a barrier of all workers first. */
   public void setBarrierBeforeExit(boolean barrier) {
-    KVStoreLib.KVStoreSetBarrierBeforeExit(h(), barrier ? 1 : 0);
+    try {
+      KVStoreLib.KVStoreSetBarrierBeforeExit(h(), barrier ? 1 : 0);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
   }
 
   /** Sends a command (head >= 0) to every server. */
   public void sendCommandToServers(int head, String body) {
-    KVStoreLib.KVStoreSendCommandToServers(h(), head, body);
+    try {
+      KVStoreLib.KVStoreSendCommandToServers(h(), head, body);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
   }
 
   /** Installs a built-in optimizer as the updater, e.g. "sgd(learning_rate=0.1)". */
   public void setOptimizer(String spec) {
-    KVStoreLib.KVStoreSetOptimizer(h(), spec);
+    try {
+      KVStoreLib.KVStoreSetOptimizer(h(), spec);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
   }
 
   // ------------------------------------------------------------------------------------------
@@ -150,19 +197,29 @@ public final class KVStore implements AutoCloseable {
    * drops its reference.
    */
   public void setUpdater(Updater updater) {
-    KVStoreLib.KVStoreSetUpdater(h(), updater == null ? null : new IntBridge(updater));
+    try {
+      KVStoreLib.KVStoreSetUpdater(h(), updater == null ? null : new IntBridge(h(), updater));
+    } finally {
+      Reference.reachabilityFence(this);
+    }
   }
 
   /** Sets the String-key updater ({@code null} clears it). */
   public void setStrUpdater(StrUpdater updater) {
-    KVStoreLib.KVStoreSetStrUpdater(h(), updater == null ? null : new StrBridge(updater));
+    try {
+      KVStoreLib.KVStoreSetStrUpdater(h(), updater == null ? null : new StrBridge(h(), updater));
+    } finally {
+      Reference.reachabilityFence(this);
+    }
   }
 
   /** Adapts the user's updater to the trampoline's handles; lends NDArrays for one call. */
   private static final class IntBridge implements KVStoreLib.Updater {
+    private final StoreHandle store; // the handle only: never the KVStore (see close())
     private final Updater user;
 
-    IntBridge(Updater user) {
+    IntBridge(StoreHandle store, Updater user) {
+      this.store = store;
       this.user = user;
     }
 
@@ -170,9 +227,12 @@ public final class KVStore implements AutoCloseable {
     public void update(int key, ArrayHandle recv, ArrayHandle stored) {
       NDArray r = NDArray.borrow(recv);
       NDArray s = NDArray.borrow(stored);
+      ArrayDeque<StoreHandle> active = IN_UPDATER.get();
+      active.push(store);
       try {
         user.update(key, r, s);
       } finally {
+        active.pop();
         r.invalidate();
         s.invalidate();
       }
@@ -185,9 +245,11 @@ public final class KVStore implements AutoCloseable {
   }
 
   private static final class StrBridge implements KVStoreLib.StrUpdater {
+    private final StoreHandle store; // the handle only: never the KVStore (see close())
     private final StrUpdater user;
 
-    StrBridge(StrUpdater user) {
+    StrBridge(StoreHandle store, StrUpdater user) {
+      this.store = store;
       this.user = user;
     }
 
@@ -195,9 +257,12 @@ public final class KVStore implements AutoCloseable {
     public void update(String key, ArrayHandle recv, ArrayHandle stored) {
       NDArray r = NDArray.borrow(recv);
       NDArray s = NDArray.borrow(stored);
+      ArrayDeque<StoreHandle> active = IN_UPDATER.get();
+      active.push(store);
       try {
         user.update(key, r, s);
       } finally {
+        active.pop();
         r.invalidate();
         s.invalidate();
       }
@@ -245,7 +310,11 @@ public final class KVStore implements AutoCloseable {
 
   /** Initialises keys[i] with a copy of values[i]. */
   public void init(int[] keys, NDArray[] values) {
-    KVStoreLib.KVStoreInit(h(), keys, handles(values, "values"));
+    try {
+      KVStoreLib.KVStoreInit(h(), keys, handles(values, "values"));
+    } finally {
+      Reference.reachabilityFence(this); Reference.reachabilityFence(values);
+    }
   }
 
   public void init(int key, NDArray value) {
@@ -253,7 +322,11 @@ public final class KVStore implements AutoCloseable {
   }
 
   public void init(String[] keys, NDArray[] values) {
-    KVStoreLib.KVStoreInitStr(h(), keys, handles(values, "values"));
+    try {
+      KVStoreLib.KVStoreInitStr(h(), keys, handles(values, "values"));
+    } finally {
+      Reference.reachabilityFence(this); Reference.reachabilityFence(values);
+    }
   }
 
   public void init(String key, NDArray value) {
@@ -262,7 +335,11 @@ public final class KVStore implements AutoCloseable {
 
   /** Pushes values[i] to keys[i]; values of a repeated key are summed. */
   public void push(int[] keys, NDArray[] values, int priority) {
-    KVStoreLib.KVStorePush(h(), keys, handles(values, "values"), priority);
+    try {
+      KVStoreLib.KVStorePush(h(), keys, handles(values, "values"), priority);
+    } finally {
+      Reference.reachabilityFence(this); Reference.reachabilityFence(values);
+    }
   }
 
   public void push(int[] keys, NDArray[] values) {
@@ -287,7 +364,11 @@ public final class KVStore implements AutoCloseable {
   }
 
   public void push(String[] keys, NDArray[] values, int priority) {
-    KVStoreLib.KVStorePushStr(h(), keys, handles(values, "values"), priority);
+    try {
+      KVStoreLib.KVStorePushStr(h(), keys, handles(values, "values"), priority);
+    } finally {
+      Reference.reachabilityFence(this); Reference.reachabilityFence(values);
+    }
   }
 
   public void push(String[] keys, NDArray[] values) {
@@ -312,7 +393,11 @@ public final class KVStore implements AutoCloseable {
 
   /** Copies the stored value of keys[i] into outs[i]. */
   public void pull(int[] keys, NDArray[] outs, int priority) {
-    KVStoreLib.KVStorePull(h(), keys, handles(outs, "outs"), priority);
+    try {
+      KVStoreLib.KVStorePull(h(), keys, handles(outs, "outs"), priority);
+    } finally {
+      Reference.reachabilityFence(this); Reference.reachabilityFence(outs);
+    }
   }
 
   public void pull(int[] keys, NDArray[] outs) {
@@ -337,7 +422,11 @@ public final class KVStore implements AutoCloseable {
   }
 
   public void pull(String[] keys, NDArray[] outs, int priority) {
-    KVStoreLib.KVStorePullStr(h(), keys, handles(outs, "outs"), priority);
+    try {
+      KVStoreLib.KVStorePullStr(h(), keys, handles(outs, "outs"), priority);
+    } finally {
+      Reference.reachabilityFence(this); Reference.reachabilityFence(outs);
+    }
   }
 
   public void pull(String[] keys, NDArray[] outs) {
@@ -362,7 +451,11 @@ public final class KVStore implements AutoCloseable {
 
   /** Push of (keys, values), then pull of (outKeys, outs), as one call. */
   public void pushPull(int[] keys, NDArray[] values, int[] outKeys, NDArray[] outs, int priority) {
-    KVStoreLib.KVStorePushPull(h(), keys, handles(values, "values"), outKeys, handles(outs, "outs"), priority);
+    try {
+      KVStoreLib.KVStorePushPull(h(), keys, handles(values, "values"), outKeys, handles(outs, "outs"), priority);
+    } finally {
+      Reference.reachabilityFence(this); Reference.reachabilityFence(values); Reference.reachabilityFence(outs);
+    }
   }
 
   public void pushPull(int key, NDArray value, NDArray out) {
@@ -370,7 +463,11 @@ public final class KVStore implements AutoCloseable {
   }
 
   public void pushPull(String[] keys, NDArray[] values, String[] outKeys, NDArray[] outs, int priority) {
-    KVStoreLib.KVStorePushPullStr(h(), keys, handles(values, "values"), outKeys, handles(outs, "outs"), priority);
+    try {
+      KVStoreLib.KVStorePushPullStr(h(), keys, handles(values, "values"), outKeys, handles(outs, "outs"), priority);
+    } finally {
+      Reference.reachabilityFence(this); Reference.reachabilityFence(values); Reference.reachabilityFence(outs);
+    }
   }
 
   public void pushPull(String key, NDArray value, NDArray out) {
@@ -379,7 +476,11 @@ public final class KVStore implements AutoCloseable {
 
   /** Init of (keys, values), then pull of (outKeys, outs). */
   public void broadcast(int[] keys, NDArray[] values, int[] outKeys, NDArray[] outs, int priority) {
-    KVStoreLib.KVStoreBroadcast(h(), keys, handles(values, "values"), outKeys, handles(outs, "outs"), priority);
+    try {
+      KVStoreLib.KVStoreBroadcast(h(), keys, handles(values, "values"), outKeys, handles(outs, "outs"), priority);
+    } finally {
+      Reference.reachabilityFence(this); Reference.reachabilityFence(values); Reference.reachabilityFence(outs);
+    }
   }
 
   public void broadcast(int key, NDArray value, NDArray out) {
@@ -387,7 +488,11 @@ public final class KVStore implements AutoCloseable {
   }
 
   public void broadcast(String[] keys, NDArray[] values, String[] outKeys, NDArray[] outs, int priority) {
-    KVStoreLib.KVStoreBroadcastStr(h(), keys, handles(values, "values"), outKeys, handles(outs, "outs"), priority);
+    try {
+      KVStoreLib.KVStoreBroadcastStr(h(), keys, handles(values, "values"), outKeys, handles(outs, "outs"), priority);
+    } finally {
+      Reference.reachabilityFence(this); Reference.reachabilityFence(values); Reference.reachabilityFence(outs);
+    }
   }
 
   public void broadcast(String key, NDArray value, NDArray out) {

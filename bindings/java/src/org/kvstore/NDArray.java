@@ -1,6 +1,7 @@
 package org.kvstore;
 
 import java.lang.ref.Cleaner;
+import java.lang.ref.Reference;
 import java.nio.Buffer;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
@@ -16,6 +17,10 @@ import org.kvstore.swig.KVStoreLib;
  * closed is freed after it becomes unreachable (a Cleaner), so temporaries such as
  * {@code a.mul(2)} do not leak. Using a closed array throws IllegalStateException. Arrays passed
  * to an {@link Updater} are borrowed: valid only during the call.
+ *
+ * <p>Every native call is followed by a reachability fence on the arrays it uses, so the
+ * Cleaner can never free an array while a call on it is still running (a temporary such as
+ * {@code NDArray.ones(s).mul(2)} may otherwise become unreachable mid-call under the JIT).
  *
  * <p>Host data moves in and out as Java arrays of the matching element type (float[] for
  * float32, double[] float64, short[] float16 bit patterns, byte[] uint8, int[] int32, long[]
@@ -149,7 +154,7 @@ public final class NDArray implements AutoCloseable {
     }
     NDArray a = zeros(shape, dtype, ctx);
     try {
-      KVStoreLib.KVArrayCopyFromHost(a.h(), data);
+      KVStoreLib.KVArrayCopyFromHost(a.h(), data); // `a` stays reachable: it is returned
     } catch (RuntimeException e) {
       a.close();
       throw e;
@@ -266,7 +271,11 @@ public final class NDArray implements AutoCloseable {
   public float[] toFloatArray() {
     expect(DType.FLOAT32, "float[]");
     float[] r = new float[Math.toIntExact(size())];
-    KVStoreLib.KVArrayCopyToHost(h(), r);
+    try {
+      KVStoreLib.KVArrayCopyToHost(h(), r);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
     return r;
   }
 
@@ -274,7 +283,11 @@ public final class NDArray implements AutoCloseable {
   public double[] toDoubleArray() {
     expect(DType.FLOAT64, "double[]");
     double[] r = new double[Math.toIntExact(size())];
-    KVStoreLib.KVArrayCopyToHost(h(), r);
+    try {
+      KVStoreLib.KVArrayCopyToHost(h(), r);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
     return r;
   }
 
@@ -282,7 +295,11 @@ public final class NDArray implements AutoCloseable {
   public int[] toIntArray() {
     expect(DType.INT32, "int[]");
     int[] r = new int[Math.toIntExact(size())];
-    KVStoreLib.KVArrayCopyToHost(h(), r);
+    try {
+      KVStoreLib.KVArrayCopyToHost(h(), r);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
     return r;
   }
 
@@ -290,7 +307,11 @@ public final class NDArray implements AutoCloseable {
   public long[] toLongArray() {
     expect(DType.INT64, "long[]");
     long[] r = new long[Math.toIntExact(size())];
-    KVStoreLib.KVArrayCopyToHost(h(), r);
+    try {
+      KVStoreLib.KVArrayCopyToHost(h(), r);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
     return r;
   }
 
@@ -298,7 +319,11 @@ public final class NDArray implements AutoCloseable {
   public byte[] toByteArray() {
     expect(DType.UINT8, "byte[]");
     byte[] r = new byte[Math.toIntExact(size())];
-    KVStoreLib.KVArrayCopyToHost(h(), r);
+    try {
+      KVStoreLib.KVArrayCopyToHost(h(), r);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
     return r;
   }
 
@@ -306,7 +331,11 @@ public final class NDArray implements AutoCloseable {
   public short[] toFloat16Bits() {
     expect(DType.FLOAT16, "short[] (float16 bits)");
     short[] r = new short[Math.toIntExact(size())];
-    KVStoreLib.KVArrayCopyToHost(h(), r);
+    try {
+      KVStoreLib.KVArrayCopyToHost(h(), r);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
     return r;
   }
 
@@ -314,7 +343,11 @@ public final class NDArray implements AutoCloseable {
   public NDArray copyFrom(float[] data) {
     expect(DType.FLOAT32, "float[]");
     expectLength(data.length);
-    KVStoreLib.KVArrayCopyFromHost(h(), data);
+    try {
+      KVStoreLib.KVArrayCopyFromHost(h(), data);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
     return this;
   }
 
@@ -322,7 +355,11 @@ public final class NDArray implements AutoCloseable {
   public NDArray copyFrom(double[] data) {
     expect(DType.FLOAT64, "double[]");
     expectLength(data.length);
-    KVStoreLib.KVArrayCopyFromHost(h(), data);
+    try {
+      KVStoreLib.KVArrayCopyFromHost(h(), data);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
     return this;
   }
 
@@ -330,7 +367,11 @@ public final class NDArray implements AutoCloseable {
   public NDArray copyFrom(int[] data) {
     expect(DType.INT32, "int[]");
     expectLength(data.length);
-    KVStoreLib.KVArrayCopyFromHost(h(), data);
+    try {
+      KVStoreLib.KVArrayCopyFromHost(h(), data);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
     return this;
   }
 
@@ -338,7 +379,11 @@ public final class NDArray implements AutoCloseable {
   public NDArray copyFrom(long[] data) {
     expect(DType.INT64, "long[]");
     expectLength(data.length);
-    KVStoreLib.KVArrayCopyFromHost(h(), data);
+    try {
+      KVStoreLib.KVArrayCopyFromHost(h(), data);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
     return this;
   }
 
@@ -346,7 +391,11 @@ public final class NDArray implements AutoCloseable {
   public NDArray copyFrom(byte[] data) {
     expect(DType.UINT8, "byte[]");
     expectLength(data.length);
-    KVStoreLib.KVArrayCopyFromHost(h(), data);
+    try {
+      KVStoreLib.KVArrayCopyFromHost(h(), data);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
     return this;
   }
 
@@ -354,7 +403,11 @@ public final class NDArray implements AutoCloseable {
   public NDArray copyFromFloat16Bits(short[] bits) {
     expect(DType.FLOAT16, "short[] (float16 bits)");
     expectLength(bits.length);
-    KVStoreLib.KVArrayCopyFromHost(h(), bits);
+    try {
+      KVStoreLib.KVArrayCopyFromHost(h(), bits);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
     return this;
   }
 
@@ -364,14 +417,22 @@ public final class NDArray implements AutoCloseable {
    */
   public NDArray copyFrom(Buffer direct) {
     requireDirect(direct);
-    KVStoreLib.KVArrayCopyFromHost(h(), direct);
+    try {
+      KVStoreLib.KVArrayCopyFromHost(h(), direct);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
     return this;
   }
 
   /** Copies the raw bytes into a direct buffer's remaining space (exactly nbytes()). */
   public void copyTo(Buffer direct) {
     requireDirect(direct);
-    KVStoreLib.KVArrayCopyToHost(h(), direct);
+    try {
+      KVStoreLib.KVArrayCopyToHost(h(), direct);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
   }
 
   private static void requireDirect(Buffer b) {
@@ -384,10 +445,15 @@ public final class NDArray implements AutoCloseable {
 
   /**
    * A zero-copy view of a CPU array's memory, in native byte order. Writes go straight into
-   * the array. The view must not be used after the array is closed.
+   * the array. The view does not keep the array alive: keep this NDArray reachable and open
+   * for as long as the view is used (after close() the memory is gone).
    */
   public ByteBuffer asByteBuffer() {
-    return KVStoreLib.KVArrayGetDataBuffer(h()).order(ByteOrder.nativeOrder());
+    try {
+      return KVStoreLib.KVArrayGetDataBuffer(h()).order(ByteOrder.nativeOrder());
+    } finally {
+      Reference.reachabilityFence(this);
+    }
   }
 
   /** A zero-copy float view of a float32 CPU array (see {@link #asByteBuffer()}). */
@@ -401,14 +467,22 @@ public final class NDArray implements AutoCloseable {
 
   /** Sets every element to {@code value}. */
   public NDArray fill(double value) {
-    KVStoreLib.KVArrayFill(h(), value);
+    try {
+      KVStoreLib.KVArrayFill(h(), value);
+    } finally {
+      Reference.reachabilityFence(this);
+    }
     return this;
   }
 
   /** Copies this array into {@code dst} (same shape and dtype, any device). */
   public NDArray copyTo(NDArray dst) {
     if (dst == null) throw new KVNullPointerException("copyTo: destination is null");
-    KVStoreLib.KVArrayCopy(dst.h(), h());
+    try {
+      KVStoreLib.KVArrayCopy(dst.h(), h());
+    } finally {
+      Reference.reachabilityFence(this); Reference.reachabilityFence(dst);
+    }
     return dst;
   }
 
@@ -430,7 +504,11 @@ public final class NDArray implements AutoCloseable {
 
   /** Blocks until pending asynchronous writes (distributed pulls) have landed. */
   public NDArray waitToRead() {
-    KVStoreLib.KVArrayWaitToRead(h());
+    try {
+      KVStoreLib.KVArrayWaitToRead(h());
+    } finally {
+      Reference.reachabilityFence(this);
+    }
     return this;
   }
 
@@ -438,7 +516,11 @@ public final class NDArray implements AutoCloseable {
     if (other == null) throw new KVNullPointerException("operand is null");
     NDArray r = zeros(shape, dtype, context);
     try {
-      KVStoreLib.KVArrayBinary(op, h(), other.h(), r.h());
+      try {
+        KVStoreLib.KVArrayBinary(op, h(), other.h(), r.h());
+      } finally {
+        Reference.reachabilityFence(this); Reference.reachabilityFence(other); Reference.reachabilityFence(r);
+      }
     } catch (RuntimeException e) {
       r.close();
       throw e;
@@ -449,7 +531,11 @@ public final class NDArray implements AutoCloseable {
   private NDArray scalar(int op, double s) {
     NDArray r = zeros(shape, dtype, context);
     try {
-      KVStoreLib.KVArrayBinaryScalar(op, h(), s, r.h());
+      try {
+        KVStoreLib.KVArrayBinaryScalar(op, h(), s, r.h());
+      } finally {
+        Reference.reachabilityFence(this); Reference.reachabilityFence(r);
+      }
     } catch (RuntimeException e) {
       r.close();
       throw e;
@@ -459,12 +545,20 @@ public final class NDArray implements AutoCloseable {
 
   private NDArray binaryInPlace(int op, NDArray other) {
     if (other == null) throw new KVNullPointerException("operand is null");
-    KVStoreLib.KVArrayBinary(op, h(), other.h(), h());
+    try {
+      KVStoreLib.KVArrayBinary(op, h(), other.h(), h());
+    } finally {
+      Reference.reachabilityFence(this); Reference.reachabilityFence(other);
+    }
     return this;
   }
 
   private NDArray scalarInPlace(int op, double s) {
-    KVStoreLib.KVArrayBinaryScalar(op, h(), s, h());
+    try {
+      KVStoreLib.KVArrayBinaryScalar(op, h(), s, h());
+    } finally {
+      Reference.reachabilityFence(this);
+    }
     return this;
   }
 

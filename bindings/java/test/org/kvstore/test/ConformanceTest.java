@@ -277,6 +277,7 @@ public final class ConformanceTest {
     }
   }
 
+  @SuppressWarnings("try") // kv.close() inside the try is the point of one check
   static void c7UpdaterRaises() {
     try (KVStore kv = KVStore.create("local"); NDArray out = NDArray.zeros(S23)) {
       kv.init(3, filled(2));
@@ -303,6 +304,13 @@ public final class ConformanceTest {
       kv.setUpdater((key, recv, stored) -> kv.pull(3, out));
       expectThrows("re-entrant store call from the updater", KVInvalidArgumentException.class,
           () -> kv.push(3, filled(1)));
+
+      // Closing the store from inside its own updater is refused (it would free the store in
+      // the middle of the push); the store stays usable.
+      kv.setUpdater((key, recv, stored) -> kv.close());
+      IllegalStateException closing = expectThrows("close() from inside the store's updater",
+          IllegalStateException.class, () -> kv.push(3, filled(1)));
+      checkMessage("close inside updater", closing, "updater");
 
       // A working updater afterwards: nothing stale is rethrown.
       kv.setUpdater((key, recv, stored) -> stored.addInPlace(recv));
