@@ -180,7 +180,8 @@ void TestSgdStatePerKey() {
   // Momentum state belongs to one key and is created on that key's first update.
   // sgd(lr=1, momentum=0.5), float32, keys 0 and 1 both start at 0, gradient 1 each time.
   // key 0 pushed twice: mom = -1, then -0.5 - 1 = -1.5  -> w = -1, then -2.5
-  // key 1 pushed once afterwards: fresh state mom = -1  -> w = -1 (not -0.75 - 1 ...)
+  // key 1 pushed once afterwards: fresh state mom = -1  -> w = -1
+  //   (with key 0's state it would be mom = -0.75 - 1 = -1.75 -> w = -1.75)
   Fixture<float> f("sgd(lr=1,momentum=0.5)", {0.0f}, 2);
   CHECK_OK(f.Push({1.0f}, 0));
   CHECK_OK(f.Push({1.0f}, 0));
