@@ -34,6 +34,7 @@ class CudaDeviceComm final : public Comm {
       if (srcs[0] != dst) CopyArray(dst, *srcs[0]);
       return;
     }
+    if (dst->nbytes() == 0) return;
     if (dst->ctx().is_gpu()) {
       ReduceOnGpu(srcs, dst);
     } else {
