@@ -34,7 +34,9 @@ import org.kvstore.Shape;
 import org.kvstore.StrUpdater;
 import org.kvstore.Updater;
 import org.kvstore.swig.ArrayHandle;
+import org.kvstore.swig.KVErrorCode;
 import org.kvstore.swig.KVStoreLib;
+import org.kvstore.swig.StoreHandle;
 
 /**
  * Java conformance suite: the seed tutorial's numbers and scenarios C1-C14 of
@@ -135,6 +137,7 @@ public final class ConformanceTest {
     scenario("C14 release: arrays", ConformanceTest::c14Arrays);
     scenario("C14 release: stores with updaters", ConformanceTest::c14Stores);
     scenario("C14 release: the free hook drops the updater", ConformanceTest::c14FreeHook);
+    scenario("C7/C14 callbacks and free hooks on foreign native threads", ConformanceTest::foreignThreads);
     scenario("errors: one class per code", ConformanceTest::errorClasses);
     scenario("arrays: host data, NIO buffers, arithmetic, misuse", ConformanceTest::arrays);
     System.out.println(passed + " passed, " + failed + " failed");
@@ -669,6 +672,69 @@ public final class ConformanceTest {
       }
     };
     kv.setUpdater(u);
+    return new WeakReference<>(u);
+  }
+
+  /**
+   * The library calls the updater on the thread that called push. Here that thread is a native
+   * one the JVM never saw: the trampoline must attach it (as "kvstore-callback"), run the
+   * updater, detach it, and turn an exception into the callback error code. The free hook
+   * must also work there.
+   */
+  static void foreignThreads() throws Exception {
+    try (KVStore kv = KVStore.create("local"); NDArray one = filled(1); NDArray out = NDArray.zeros(S23)) {
+      kv.init(5, filled(1));
+      List<String> threads = java.util.Collections.synchronizedList(new ArrayList<>());
+      kv.setUpdater((key, recv, stored) -> {
+        threads.add(Thread.currentThread().getName());
+        stored.addInPlace(recv);
+      });
+      int bad = 0;
+      for (int i = 0; i < 100; ++i) {
+        if (NativeThreads.push(kv.handle().address(), 5, one.handle().address()) != 0) ++bad;
+      }
+      checkEq("100 pushes from foreign threads succeed", 0, bad);
+      kv.pull(5, out);
+      checkValues("each foreign-thread push ran the Java updater", 101f, out);
+      checkEq("the updater ran 100 times", 100, threads.size());
+      check("always on an attached foreign thread named kvstore-callback",
+          threads.stream().allMatch("kvstore-callback"::equals));
+
+      kv.setUpdater((key, recv, stored) -> {
+        stored.addInPlace(recv);
+        throw new IllegalStateException("thrown on a foreign thread");
+      });
+      checkEq("an exception on a foreign thread fails the push with KV_ERR_CALLBACK",
+          KVErrorCode.KV_ERR_CALLBACK, NativeThreads.push(kv.handle().address(), 5, one.handle().address()));
+      kv.pull(5, out);
+      checkValues("unchanged after the failed foreign push", 101f, out);
+      kv.setUpdater(null);
+      kv.push(5, one);
+      kv.pull(5, out);
+      checkValues("nothing stale is rethrown on the Java thread afterwards", 1f, out);
+    }
+
+    StoreHandle[] store = new StoreHandle[1];
+    KVStoreLib.KVStoreCreate("local", store);
+    AtomicInteger released = new AtomicInteger();
+    WeakReference<KVStoreLib.Updater> weak = registerRaw(store[0], released);
+    checkEq("KVStoreFree on a foreign thread", 0, NativeThreads.free(store[0].address()));
+    checkEq("the free hook ran release() on the foreign thread", 1, released.get());
+    for (int i = 0; i < 50 && weak.get() != null; ++i) settle();
+    check("and deleted the global ref there", weak.get() == null);
+  }
+
+  private static WeakReference<KVStoreLib.Updater> registerRaw(StoreHandle store, AtomicInteger released) {
+    KVStoreLib.Updater u = new KVStoreLib.Updater() {
+      @Override
+      public void update(int key, ArrayHandle recv, ArrayHandle stored) {}
+
+      @Override
+      public void release() {
+        released.incrementAndGet();
+      }
+    };
+    KVStoreLib.KVStoreSetUpdater(store, u);
     return new WeakReference<>(u);
   }
 
