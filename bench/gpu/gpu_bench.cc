@@ -8,8 +8,8 @@
 //               (peer reads over NVLink/PCIe when the GPUs allow it)
 //   nccl raw    ncclAllReduce over all GPUs, in place (bus bandwidth, as nccl-tests report:
 //               size / time x 2 (n - 1) / n)
-//   nccl store  `nccl` store pushpull of one value per GPU into the same arrays (reduce to
-//               the stored value's GPU, merge, broadcast back), same bus-bandwidth formula
+//   nccl store  `nccl` store pushpull of one value per GPU into the same arrays (the
+//               store's all-reduce path plus the copy into the stored value), same formula
 //
 // Usage: kvstore_gpu_bench [--size-mb MB] [--iters N] [--k K]
 // Prints one line per measurement; exits 0 without measuring when there is no GPU.

@@ -132,6 +132,49 @@ static void run_dtype(int dtype, int ngpu) {
   KVStoreFree(ref);
 }
 
+/* PushPull without an updater, one value and one output per GPU for every key: the
+ * all-reduce path (in place for keys 10 and 12, into separate outputs for key 11). */
+static void test_allreduce_path(int dtype, int ngpu) {
+  KVStoreHandle nccl = NULL, ref = NULL;
+  CHECK_OK(KVStoreCreate("nccl", &nccl));
+  CHECK_OK(KVStoreCreate("local", &ref));
+  int keys[NKEYS] = {10, 11, 12};
+  KVArrayHandle init[NKEYS];
+  for (int k = 0; k < NKEYS; ++k) init[k] = make_array(kShapes[k], 2, dtype, KV_CPU, 0, k);
+  CHECK_OK(KVStoreInit(nccl, NKEYS, keys, init));
+  CHECK_OK(KVStoreInit(ref, NKEYS, keys, init));
+  KVArrayHandle vals[NKEYS * 64], outs[NKEYS * 64], ref_vals[NKEYS * 64];
+  int vkeys[NKEYS * 64];
+  int n = 0;
+  for (int k = 0; k < NKEYS; ++k) {
+    for (int g = 0; g < ngpu; ++g) {
+      vals[n] = make_array(kShapes[k], 2, dtype, KV_GPU, g, (g + k) % 4);
+      ref_vals[n] = make_array(kShapes[k], 2, dtype, KV_CPU, 0, (g + k) % 4);
+      if (k == 1) {
+        KVArrayCreate(kShapes[k], 2, dtype, KV_GPU, (g + 1) % ngpu, &outs[n]); /* other order */
+      } else {
+        outs[n] = vals[n];
+      }
+      vkeys[n++] = 10 + k;
+    }
+  }
+  CHECK_OK(KVStorePushPull(nccl, n, vkeys, vals, n, vkeys, outs, 0));
+  CHECK_OK(KVStorePushPull(ref, n, vkeys, ref_vals, n, vkeys, ref_vals, 0));
+  int same = 1;
+  for (int i = 0; i < n; ++i) same &= same_bytes(outs[i], ref_vals[i]);
+  if (!same) fprintf(stderr, "  nccl all-reduce pushpull differs for %s\n", dtype_name(dtype));
+  CHECK(same);
+  CHECK(pull_matches(nccl, ref, dtype, ngpu)); /* the stored values are the sums too */
+  for (int i = 0; i < n; ++i) {
+    if (outs[i] != vals[i]) KVArrayFree(outs[i]);
+    KVArrayFree(vals[i]);
+    KVArrayFree(ref_vals[i]);
+  }
+  free_all(init, NKEYS);
+  KVStoreFree(nccl);
+  KVStoreFree(ref);
+}
+
 /* String keys and broadcast: init + pull to every GPU in one call. */
 static void test_str_keys_and_broadcast(int ngpu) {
   KVStoreHandle s = NULL;
@@ -173,7 +216,10 @@ int main(void) {
   CHECK_OK(rc);
   KVStoreFree(probe);
   printf("%d GPU(s)\n", ngpu);
-  for (int t = 0; t < 6; ++t) run_dtype(kAllDTypes[t], ngpu);
+  for (int t = 0; t < 6; ++t) {
+    run_dtype(kAllDTypes[t], ngpu);
+    test_allreduce_path(kAllDTypes[t], ngpu);
+  }
   test_str_keys_and_broadcast(ngpu);
   return gpu_check_summary("test_gpu_nccl_store");
 }

@@ -13,6 +13,9 @@
 //    value's GPU when there is one), and ncclBroadcast fans it out to the outputs on the
 //    other GPUs, again grouped per set of GPUs; outputs on the CPU or a second output on one
 //    GPU are plain copies.
+//  - pushpull without an updater, one value and one output per GPU of a set for every key
+//    (the data-parallel case): ncclAllReduce from the values into the outputs, then the inner
+//    store takes the sum from the output on the stored value's GPU.
 //  - init: stored values are placed on the GPUs greedily by size (largest key of a call
 //    first, each on the GPU with the fewest bytes so far), as the reference does.
 //
@@ -23,6 +26,7 @@
 // NCCL sums float16 in float16 (the CPU and CUDA kernels accumulate in float32), so float16
 // results of more than two values can differ from the `local` store in the last bit.
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -131,8 +135,8 @@ class ScratchPool {
   std::map<Key, std::vector<std::unique_ptr<Array>>> free_;
 };
 
-// One collective of a call: per rank of `devs` a buffer (send for reduce, receive for
-// broadcast), the root rank and the element count.
+// One collective of a call: per rank of `devs` a buffer (send for reduce and all-reduce,
+// receive for broadcast), the root rank and the element count.
 struct Collective {
   std::vector<int> devs;  // sorted GPU ids: the clique
   std::vector<void*> bufs;
@@ -141,6 +145,7 @@ struct Collective {
   size_t count = 0;
   int dtype = 0;
   bool broadcast = false;
+  std::vector<void*> recv;  // all-reduce only: per rank, where the sum lands
 };
 
 constexpr size_t kMaxGroupCalls = 1024;
@@ -189,6 +194,9 @@ void RunCollectives(nccl::CliqueCache& cliques, std::vector<Collective>& ops) {
         if (op.broadcast) {
           launched = api.Broadcast(op.bufs[r], op.bufs[r], op.count, type, op.root,
                                    clique.comms[r], streams[r]);
+        } else if (!op.recv.empty()) {
+          launched = api.AllReduce(op.bufs[r], op.recv[r], op.count, type, ncclSum,
+                                   clique.comms[r], streams[r]);
         } else {
           launched = api.Reduce(op.bufs[r], rank == op.root ? op.root_out : nullptr, op.count,
                                 type, ncclSum, op.root, clique.comms[r], streams[r]);
@@ -196,7 +204,9 @@ void RunCollectives(nccl::CliqueCache& cliques, std::vector<Collective>& ops) {
       }
     }
     const ncclResult_t ended = api.GroupEnd();
-    nccl::Check(launched, ops[begin].broadcast ? "ncclBroadcast" : "ncclReduce");
+    nccl::Check(launched, ops[begin].broadcast        ? "ncclBroadcast"
+                          : !ops[begin].recv.empty() ? "ncclAllReduce"
+                                                     : "ncclReduce");
     nccl::Check(ended, "ncclGroupEnd");
     begin = end;
   }
@@ -301,6 +311,10 @@ class NcclStore final : public Store {
     std::sort(onames.begin(), onames.end());
     KV_CHECK(vnames == onames, KV_ERR_INVALID_ARGUMENT,
              "pushpull: the output keys must be the same set as the pushed keys");
+    if (!HasUpdater(vkeys.kind) && TryAllReduce(vkeys, vgroups, vmetas, vals, ogroups, outs,
+                                                priority)) {
+      return;
+    }
     std::vector<ScratchPool::Lease> leases;
     std::vector<const Array*> sums = ReduceGroups(vgroups, vmetas, vals, &leases);
     std::vector<Array*> primaries = Primaries(ogroups, ometas, outs);
@@ -329,13 +343,72 @@ class NcclStore final : public Store {
   }
 
   void SetUpdater(std::shared_ptr<Updater> updater) override {
+    const bool set = updater != nullptr;
     inner_->SetUpdater(std::move(updater));
+    has_updater_ = set;
   }
   void SetStrUpdater(std::shared_ptr<Updater> updater) override {
+    const bool set = updater != nullptr;
     inner_->SetStrUpdater(std::move(updater));
+    has_str_updater_ = set;
   }
 
  private:
+  // Whether pushes of this key kind run an updater (string keys fall back to the int one).
+  bool HasUpdater(KeyKind kind) const {
+    return has_updater_ || (kind == KeyKind::kStr && has_str_updater_);
+  }
+
+  // PushPull without an updater where every key has one value and one output on each GPU
+  // of the same set, which holds the stored value: one ncclAllReduce per key from the values
+  // into the outputs (in place when they are the same arrays), then the inner store takes
+  // the sum from the output on the stored value's GPU (a local copy). Returns false, having
+  // done nothing, when a key does not fit; the general path then runs.
+  bool TryAllReduce(const KeyList& vkeys, const std::vector<Group>& vgroups,
+                    const std::vector<KeyMeta>& vmetas, const Array* const* vals,
+                    const std::vector<Group>& ogroups, Array* const* outs, int priority) {
+    std::unordered_map<std::string, size_t> out_group;
+    for (size_t g = 0; g < ogroups.size(); ++g) out_group.emplace(ogroups[g].name, g);
+    std::vector<Collective> ops;
+    std::vector<const Array*> roots;
+    for (size_t g = 0; g < vgroups.size(); ++g) {
+      const KeyMeta& m = vmetas[g];
+      const std::vector<int>& vidx = vgroups[g].idx;
+      const std::vector<int>& oidx = ogroups[out_group.at(vgroups[g].name)].idx;
+      if (vidx.size() < 2 || oidx.size() != vidx.size()) return false;
+      std::map<int, std::pair<const Array*, Array*>> per_dev;  // GPU -> (value, output)
+      for (int i : vidx) {
+        const Context c = vals[i]->ctx();
+        if (!c.is_gpu() || !per_dev.emplace(c.dev_id, std::make_pair(vals[i], nullptr)).second) {
+          return false;
+        }
+      }
+      for (int i : oidx) {
+        const Context c = outs[i]->ctx();
+        if (!c.is_gpu()) return false;
+        auto it = per_dev.find(c.dev_id);
+        if (it == per_dev.end() || it->second.second != nullptr) return false;
+        it->second.second = outs[i];
+      }
+      auto root = per_dev.find(m.dev);
+      if (root == per_dev.end()) return false;
+      roots.push_back(root->second.second);
+      Collective op;
+      for (auto& [dev, pair] : per_dev) {
+        op.devs.push_back(dev);
+        op.bufs.push_back(const_cast<void*>(pair.first->data()));
+        op.recv.push_back(pair.second->data());
+      }
+      op.count = static_cast<size_t>(root->second.second->size());
+      op.dtype = m.dtype;
+      if (op.count > 0) ops.push_back(std::move(op));
+    }
+    RunCollectives(cliques_, ops);
+    DistinctKeys distinct(vkeys, vgroups);
+    inner_->Push(distinct.list, roots.data(), priority);
+    return true;
+  }
+
   void CheckNotInUpdater() const {
     KV_CHECK(!UpdaterScope::Active(inner_.get()), KV_ERR_INVALID_ARGUMENT,
              "a data call on store \"%s\" was made from inside its own updater", type().c_str());
@@ -498,6 +571,9 @@ class NcclStore final : public Store {
 
   std::mutex load_mu_;
   std::vector<long long> load_;  // bytes of stored values per GPU
+
+  std::atomic<bool> has_updater_{false};
+  std::atomic<bool> has_str_updater_{false};
 
   mutable std::shared_mutex meta_mu_;
   std::unordered_map<std::string, KeyMeta> meta_;
