@@ -34,6 +34,7 @@
 #include <string>
 #include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "comm/comm.h"
@@ -369,6 +370,19 @@ class NcclStore final : public Store {
                     const std::vector<Group>& ogroups, Array* const* outs, int priority) {
     std::unordered_map<std::string, size_t> out_group;
     for (size_t g = 0; g < ogroups.size(); ++g) out_group.emplace(ogroups[g].name, g);
+    // The collectives of one group run concurrently: an output may only alias its own value.
+    std::unordered_map<const void*, size_t> value_key;
+    for (size_t g = 0; g < vgroups.size(); ++g) {
+      for (int i : vgroups[g].idx) value_key.emplace(vals[i]->data(), g);
+    }
+    std::unordered_set<const void*> written;
+    for (size_t g = 0; g < vgroups.size(); ++g) {
+      for (int i : ogroups[out_group.at(vgroups[g].name)].idx) {
+        const void* p = outs[i]->data();
+        auto it = value_key.find(p);
+        if ((it != value_key.end() && it->second != g) || !written.insert(p).second) return false;
+      }
+    }
     std::vector<Collective> ops;
     std::vector<const Array*> roots;
     for (size_t g = 0; g < vgroups.size(); ++g) {
