@@ -50,12 +50,13 @@ class CudaDeviceComm final : public Comm {
   }
 
   Context MergeContext(const std::vector<Context>& ctxs) override {
-    const int n = cuda::DeviceCount();
     std::vector<int> candidates;
     for (const Context& c : ctxs) {
-      if (c.is_gpu() && c.dev_id >= 0 && c.dev_id < n) candidates.push_back(c.dev_id);
+      if (c.is_gpu()) candidates.push_back(c.dev_id);
     }
-    if (candidates.empty()) return Context{KV_CPU, 0};
+    if (candidates.empty()) return Context{KV_CPU, 0};  // CPU-only keys never touch CUDA
+    const int n = cuda::DeviceCount();
+    for (int g : candidates) cuda::CheckDevice(g);
     std::lock_guard<std::mutex> lock(mu_);
     if (load_.size() < static_cast<size_t>(n)) load_.resize(static_cast<size_t>(n), 0);
     int best = candidates[0];
