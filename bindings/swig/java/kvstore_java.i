@@ -873,8 +873,6 @@ KVJAVA_HOST_SPAN(void*, 0)
 
 /* The public headers, then the Java-shaped wrappers declared over their types. %include reads
  * each file once, so kvstore.i's own %include of the headers after this file is a no-op. */
-/* SWIG's parser does not know GCC attributes (KVSTORE_API is one); this is SWIG-only. */
-#define __attribute__(x)
 %include "kvstore/kvstore_errors.h"
 %include "kvstore/kvstore.h"
 
