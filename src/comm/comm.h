@@ -21,8 +21,9 @@ class Comm {
   virtual void Reduce(const std::vector<const Array*>& srcs, Array* dst) = 0;
   // dsts[i] <- src for every i (any devices; shape and dtype checked by the caller).
   virtual void Broadcast(const Array& src, const std::vector<Array*>& dsts) = 0;
-  // Where this comm wants the merge buffer of a key whose values live on `ctxs`.
-  virtual Context MergeContext(const std::vector<Context>& ctxs) = 0;
+  // Where this comm wants the stored value (merge buffer) of a key of `nbytes` bytes whose
+  // values live on `ctxs`. Called once per key, at init.
+  virtual Context MergeContext(const std::vector<Context>& ctxs, size_t nbytes) = 0;
 };
 
 // Sums on the CPU; values on other devices are copied to the host first.

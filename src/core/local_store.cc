@@ -88,7 +88,7 @@ class LocalStore final : public Store {
       }
       entry->shape = vals[i]->shape();
       entry->dtype = vals[i]->dtype();
-      entry->value = Array::Create(vals[i]->shape(), vals[i]->dtype(), comm_->MergeContext({vals[i]->ctx()}));
+      entry->value = Array::Create(vals[i]->shape(), vals[i]->dtype(), comm_->MergeContext({vals[i]->ctx()}, vals[i]->nbytes()));
       CopyArray(entry->value.get(), *vals[i]);
       fresh.push_back(std::move(entry));
     }

@@ -42,7 +42,7 @@ class CpuComm final : public Comm {
     for (Array* dst : dsts) CopyArray(dst, src);
   }
 
-  Context MergeContext(const std::vector<Context>&) override { return Context{KV_CPU, 0}; }
+  Context MergeContext(const std::vector<Context>&, size_t) override { return Context{KV_CPU, 0}; }
 };
 
 }  // namespace

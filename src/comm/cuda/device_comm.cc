@@ -8,8 +8,9 @@
 // staging GPU sources into host memory, so an all-CPU key never touches CUDA; when every
 // source is on a GPU the sum is done there and only the result crosses the bus.
 //
-// MergeContext spreads the merge buffers of keys over the GPUs that hold their values: each
-// new key goes to the least-loaded of those GPUs, counted in merge buffers.
+// MergeContext spreads the merge buffers of GPU keys over all GPUs by size, as the reference
+// does: each new key goes to the GPU holding the fewest merge-buffer bytes so far (ties: the
+// GPU of the key's value, then the lowest id).
 #include <cuda_runtime_api.h>
 
 #include <memory>
@@ -49,21 +50,23 @@ class CudaDeviceComm final : public Comm {
     }
   }
 
-  Context MergeContext(const std::vector<Context>& ctxs) override {
-    std::vector<int> candidates;
+  Context MergeContext(const std::vector<Context>& ctxs, size_t nbytes) override {
+    int preferred = -1;
     for (const Context& c : ctxs) {
-      if (c.is_gpu()) candidates.push_back(c.dev_id);
+      if (c.is_gpu() && preferred < 0) preferred = c.dev_id;
     }
-    if (candidates.empty()) return Context{KV_CPU, 0};  // CPU-only keys never touch CUDA
+    if (preferred < 0) return Context{KV_CPU, 0};  // CPU-only keys never touch CUDA
     const int n = cuda::DeviceCount();
-    for (int g : candidates) cuda::CheckDevice(g);
+    for (const Context& c : ctxs) {
+      if (c.is_gpu()) cuda::CheckDevice(c.dev_id);
+    }
     std::lock_guard<std::mutex> lock(mu_);
     if (load_.size() < static_cast<size_t>(n)) load_.resize(static_cast<size_t>(n), 0);
-    int best = candidates[0];
-    for (int g : candidates) {
+    int best = preferred;
+    for (int g = 0; g < n; ++g) {
       if (load_[static_cast<size_t>(g)] < load_[static_cast<size_t>(best)]) best = g;
     }
-    ++load_[static_cast<size_t>(best)];
+    load_[static_cast<size_t>(best)] += nbytes;
     return Context{KV_GPU, best};
   }
 
@@ -140,7 +143,7 @@ class CudaDeviceComm final : public Comm {
   }
 
   std::mutex mu_;
-  std::vector<long long> load_;  // merge buffers placed on each GPU
+  std::vector<size_t> load_;  // merge-buffer bytes placed on each GPU
 };
 
 }  // namespace
