@@ -468,8 +468,12 @@ void WorkerStore::StartDataOp(MsgType type, KeyMeta* m, std::shared_ptr<SharedBu
 }
 
 void WorkerStore::Enqueue(std::vector<OutMsg>& msgs, int priority) {
+  bool wake;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    // The I/O thread drains the whole queue once woken, so only the request that finds the
+    // queue empty needs to wake it.
+    wake = queue_.empty();
     for (auto& m : msgs) {
       const std::pair<int64_t, uint64_t> qk{-static_cast<int64_t>(priority), next_seq_++};
       if (m.order_key != 0) per_key_[m.order_key].push_back(qk);
@@ -477,7 +481,7 @@ void WorkerStore::Enqueue(std::vector<OutMsg>& msgs, int priority) {
     }
   }
   uint64_t one = 1;
-  if (write(wake_fd_, &one, sizeof(one)) < 0) {
+  if (wake && write(wake_fd_, &one, sizeof(one)) < 0) {
     // The counter cannot overflow in practice; a failed wake-up is caught by the poll
     // timeout of the I/O thread.
   }

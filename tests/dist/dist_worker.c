@@ -319,6 +319,18 @@ static int Api(KVStoreHandle kv) {
   rc = KVStoreGetNumDeadNode(kv, 0, 60, &dead);
   CHECK(rc == KV_ERR_INVALID_ARGUMENT, "group 0: %s", KVErrorName(rc));
 
+  /* Broadcast = init (rank 0's value) + pull on every worker; a second broadcast of the
+   * key is a duplicate init. */
+  const int bk = 21;
+  KVArrayHandle bv = NewArray(6, KV_FLOAT64), bo = NewArray(6, KV_FLOAT64);
+  FillValue(bv, 10.0 + rank); /* only rank 0's value may win */
+  OK(KVStoreBroadcast(kv, 1, &bk, &bv, 1, &bk, &bo, 0));
+  ExpectAll(bo, 10.0, "broadcast", 0);
+  rc = KVStoreBroadcast(kv, 1, &bk, &bv, 1, &bk, &bo, 0);
+  CHECK(rc == KV_ERR_DUPLICATE_KEY, "second broadcast: %s", KVErrorName(rc));
+  KVArrayFree(bv);
+  KVArrayFree(bo);
+
   /* The store still works after all those errors. */
   FillValue(a, 2.0);
   OK(KVStorePush(kv, 1, &k, &a, 0));
@@ -404,6 +416,11 @@ static int KilledServer(KVStoreHandle kv) {
   OK(KVStorePush(kv, 1, &keys[0], &v[0], 0));
   OK(KVStorePull(kv, 1, &keys[0], &o[0], 0));
   ExpectAll(o[0], n * (n + 1) / 2.0, "server 0 key after server 1 died", 1);
+  int dead = -1;
+  OK(KVStoreGetNumDeadNode(kv, KV_NODE_SERVERS, 60, &dead));
+  CHECK(dead == 1, "%d dead servers reported, expected 1", dead);
+  OK(KVStoreGetNumDeadNode(kv, KV_NODE_WORKERS + KV_NODE_SCHEDULER, 60, &dead));
+  CHECK(dead == 0, "%d dead workers/scheduler reported, expected 0", dead);
   int rc = KVStorePull(kv, 1, &keys[1], &o[1], 0);
   if (rc == 0) rc = KVArrayWaitToRead(o[1]);
   CHECK(rc == KV_ERR_PEER_DEAD, "pull from a dead server: %s %s", KVErrorName(rc), KVGetLastError());
