@@ -2,17 +2,39 @@
 #
 # Included by the top-level CMakeLists.txt after the `kvstore` target exists, when
 # KVSTORE_USE_DIST is ON. Adds src/dist/*.cc to the library, links libzmq privately and sets
-# KVSTORE_DIST_ENABLED. Without libzmq (Debian: libzmq3-dev, cppzmq-dev, pkg-config) the
-# stores are left out with a message and KVSTORE_DIST_ENABLED stays OFF.
+# KVSTORE_DIST_ENABLED. Needs libzmq (found through pkg-config) and the cppzmq header
+# (Debian: libzmq3-dev cppzmq-dev pkg-config); without them the stores are left out with a
+# message and KVSTORE_DIST_ENABLED stays OFF. Targets that need ZeroMQ directly (tests,
+# benchmarks) link `kvstore_zmq`.
 set(KVSTORE_DIST_ENABLED OFF)
-find_package(cppzmq QUIET)
-if(NOT TARGET cppzmq)
-  message(STATUS "kvstore: libzmq/cppzmq not found (apt install libzmq3-dev cppzmq-dev pkg-config); "
+
+# cppzmq's package config hard-fails when libzmq or pkg-config is missing, so check first.
+find_package(PkgConfig QUIET)
+if(NOT PKG_CONFIG_FOUND)
+  message(STATUS "kvstore: pkg-config not found (apt install pkg-config libzmq3-dev cppzmq-dev); "
                  "building without the distributed stores")
   return()
 endif()
+pkg_check_modules(KVSTORE_LIBZMQ QUIET IMPORTED_TARGET libzmq)
+find_path(KVSTORE_ZMQ_HPP_DIR zmq.hpp)
+if(NOT KVSTORE_LIBZMQ_FOUND OR NOT KVSTORE_ZMQ_HPP_DIR)
+  message(STATUS "kvstore: libzmq or cppzmq (zmq.hpp) not found (apt install libzmq3-dev "
+                 "cppzmq-dev); building without the distributed stores")
+  return()
+endif()
+find_package(cppzmq QUIET)
+if(NOT TARGET kvstore_zmq)
+  add_library(kvstore_zmq INTERFACE)
+  if(TARGET cppzmq)
+    target_link_libraries(kvstore_zmq INTERFACE cppzmq)
+  else()
+    target_include_directories(kvstore_zmq INTERFACE ${KVSTORE_ZMQ_HPP_DIR})
+    target_link_libraries(kvstore_zmq INTERFACE PkgConfig::KVSTORE_LIBZMQ)
+  endif()
+endif()
+
 file(GLOB KVSTORE_DIST_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_LIST_DIR}/../src/dist/*.cc)
 target_sources(kvstore PRIVATE ${KVSTORE_DIST_SOURCES})
-target_link_libraries(kvstore PRIVATE cppzmq)
+target_link_libraries(kvstore PRIVATE $<BUILD_INTERFACE:kvstore_zmq>)
 set(KVSTORE_DIST_ENABLED ON)
-message(STATUS "kvstore: distributed stores enabled (cppzmq ${cppzmq_VERSION})")
+message(STATUS "kvstore: distributed stores enabled (libzmq ${KVSTORE_LIBZMQ_VERSION})")

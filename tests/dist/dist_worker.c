@@ -12,6 +12,8 @@
  *   async R KIND    the same pushes on a dist_async store; after WaitAll + barrier every worker
  *                   reads the same total 1 + n(n+1)/2*2*R.
  *   assign          sync without an optimizer: a round stores the sum n(n+1)/2.
+ *   async_assign    dist_async without an optimizer: the server assigns each push (the last
+ *                   one wins), it does not die; a pushpull returns the value it pushed.
  *   determinism F   random fp32 values (fixed seeds, random delays so arrival order varies),
  *                   no optimizer: the pulled sum must equal the rank-order sum computed
  *                   locally, bit for bit; rank 0 writes the bytes to file F.
@@ -202,6 +204,37 @@ static int Data(KVStoreHandle kv, const char* scenario, int rounds, int str) {
     KVArrayFree(outs[i]);
     KVArrayFree(outs2[i]);
   }
+  return 0;
+}
+
+static int AsyncAssign(KVStoreHandle kv) {
+  int n = 0;
+  OK(KVStoreGetGroupSize(kv, &n));
+  const int key = 9;
+  KVArrayHandle v = NewArray(1500, KV_FLOAT32), o = NewArray(1500, KV_FLOAT32); /* sharded */
+  OK(KVStoreInit(kv, 1, &key, &v));
+  FillValue(v, g_rank + 1.0);
+  OK(KVStorePush(kv, 1, &key, &v, 0));
+  OK(KVStoreWaitAll(kv));
+  OK(KVStoreBarrier(kv));
+  OK(KVStorePull(kv, 1, &key, &o, 0));
+  float got[1500];
+  OK(KVArrayCopyToHost(o, got, sizeof(got)));
+  /* Each part holds some worker's push (parts may come from different workers). */
+  for (int i = 0; i < 1500; ++i) {
+    CHECK(got[i] >= 1 && got[i] <= n && got[i] == (float)(int)got[i], "element %d is %g", i, got[i]);
+  }
+  OK(KVStoreBarrier(kv));
+  if (g_rank == 0) {
+    FillValue(v, 100.0);
+    OK(KVStorePushPull(kv, 1, &key, &v, 1, &key, &o, 0));
+    ExpectAll(o, 100.0, "async pushpull without updater", 0);
+  }
+  OK(KVStoreBarrier(kv));
+  OK(KVStorePull(kv, 1, &key, &o, 0));
+  ExpectAll(o, 100.0, "async value after rank 0's pushpull", 0);
+  KVArrayFree(v);
+  KVArrayFree(o);
   return 0;
 }
 
@@ -451,11 +484,11 @@ static int Controller(int head, const char* body, void* user_data) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: %s sync|async|assign|determinism|api|killed|killed_server ...\n", argv[0]);
+    fprintf(stderr, "usage: %s sync|async|assign|async_assign|determinism|api|killed|killed_server ...\n", argv[0]);
     return 2;
   }
   const char* scenario = argv[1];
-  const char* type = strcmp(scenario, "async") == 0 ? "dist_async" : "dist_sync";
+  const char* type = strncmp(scenario, "async", 5) == 0 ? "dist_async" : "dist_sync";
   if (getenv("TEST_KV_TYPE")) type = getenv("TEST_KV_TYPE");
   KVStoreHandle kv = NULL;
   if (!KVIsWorkerNode()) {
@@ -476,6 +509,8 @@ int main(int argc, char** argv) {
     const int rounds = argc > 2 ? atoi(argv[2]) : 3;
     const int str = argc > 3 && strcmp(argv[3], "str") == 0;
     rc = Data(kv, scenario, rounds, str);
+  } else if (strcmp(scenario, "async_assign") == 0) {
+    rc = AsyncAssign(kv);
   } else if (strcmp(scenario, "determinism") == 0) {
     CHECK(argc > 2, "determinism needs an output file");
     rc = Determinism(kv, argv[2]);
