@@ -21,9 +21,8 @@ cmake -S . -B "$root/asan" -DCMAKE_BUILD_TYPE=Debug -DKVSTORE_SANITIZE=address,u
   -DKVSTORE_USE_CUDA=OFF -DKVSTORE_BUILD_BINDINGS=OFF -DKVSTORE_BUILD_BENCH=OFF \
   -DPython3_EXECUTABLE=$py >/dev/null
 cmake --build "$root/asan" -j"$jobs"
-# Tests whose processes are Python interpreters are left out here: an interpreter cannot load
-# an ASan-instrumented library unless the runtime is preloaded (the bindings' own suites do
-# that in the default build's checks when the library is sanitized).
+# Tests whose processes are Python interpreters (python, train) are left out here: an
+# interpreter cannot load an ASan-instrumented library unless the ASan runtime is preloaded.
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   ctest --test-dir "$root/asan" --output-on-failure -j"$jobs" -L 'core|unit|dist' -LE 'install|seeds|train' \
   -E 'python' --timeout 600
