@@ -89,17 +89,36 @@ void SumHalfPortable(const uint16_t* const* srcs, int k, uint16_t* dst, int64_t 
 __attribute__((target("avx2,f16c"))) void SumHalfF16c(const uint16_t* const* srcs, int k,
                                                        uint16_t* dst, int64_t begin,
                                                        int64_t end) {
+// (macros, not lambdas: lambdas do not inherit the function's target attribute)
+#define KV_LOAD_HALF8(p) _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))
+#define KV_STORE_HALF8(p, v)                         \
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), \
+                   _mm256_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
   int64_t i = begin;
-  for (; i + 8 <= end; i += 8) {
-    __m256 acc = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(srcs[0] + i)));
+  // Four independent 8-lane accumulators per step hide the conversion latency.
+  for (; i + 32 <= end; i += 32) {
+    __m256 a0 = KV_LOAD_HALF8(srcs[0] + i), a1 = KV_LOAD_HALF8(srcs[0] + i + 8);
+    __m256 a2 = KV_LOAD_HALF8(srcs[0] + i + 16), a3 = KV_LOAD_HALF8(srcs[0] + i + 24);
     for (int j = 1; j < k; ++j) {
-      acc = _mm256_add_ps(
-          acc, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(srcs[j] + i))));
+      const uint16_t* s = srcs[j] + i;
+      a0 = _mm256_add_ps(a0, KV_LOAD_HALF8(s));
+      a1 = _mm256_add_ps(a1, KV_LOAD_HALF8(s + 8));
+      a2 = _mm256_add_ps(a2, KV_LOAD_HALF8(s + 16));
+      a3 = _mm256_add_ps(a3, KV_LOAD_HALF8(s + 24));
     }
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i),
-                     _mm256_cvtps_ph(acc, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    KV_STORE_HALF8(dst + i, a0);
+    KV_STORE_HALF8(dst + i + 8, a1);
+    KV_STORE_HALF8(dst + i + 16, a2);
+    KV_STORE_HALF8(dst + i + 24, a3);
+  }
+  for (; i + 8 <= end; i += 8) {
+    __m256 acc = KV_LOAD_HALF8(srcs[0] + i);
+    for (int j = 1; j < k; ++j) acc = _mm256_add_ps(acc, KV_LOAD_HALF8(srcs[j] + i));
+    KV_STORE_HALF8(dst + i, acc);
   }
   if (i < end) SumHalfPortable(srcs, k, dst, i, end);
+#undef KV_LOAD_HALF8
+#undef KV_STORE_HALF8
 }
 
 bool HasAvx2() {
