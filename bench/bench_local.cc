@@ -7,6 +7,7 @@
 //   baseline:  STREAM-add c[i] = a[i] + b[i] over float32 arrays that together touch the same
 //              bytes as the push, (K+1)*S, so both run from the same cache level; best of one
 //              thread (plain loop) and all threads (OpenMP); GB/s counts 2 reads + 1 write.
+//              Baseline, push and pull batches take turns, so load bursts hit them alike.
 //   latency:   one push plus one pull of a 1 Ki-float key, median per pair.
 //
 // Usage: bench_local [--quick] [--min-seconds X]
@@ -18,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <vector>
 
 namespace {
@@ -35,46 +37,52 @@ void Try(int rc, const char* what) {
   }
 }
 
-// Median seconds per call of fn over batches that together last at least g_min_seconds.
-template <typename Fn>
-double MedianSeconds(Fn&& fn, int calls_per_batch) {
-  fn();  // warm-up (page faults, caches)
-  std::vector<double> samples;
+double Median(std::vector<double> v) {
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
+// Median seconds per call of each function. The functions take turns, one batch each, for at
+// least g_min_seconds in all, so that a burst of load from other processes on this shared
+// machine hits every measurement of a comparison alike.
+std::vector<double> InterleavedMedianSeconds(const std::vector<std::function<void()>>& fns,
+                                             int calls_per_batch) {
+  for (const auto& fn : fns) fn();  // warm-up (page faults, caches)
+  std::vector<std::vector<double>> samples(fns.size());
   const double start = Now();
-  while (samples.size() < 5 || (Now() - start < g_min_seconds && samples.size() < 1000)) {
-    const double t0 = Now();
-    for (int i = 0; i < calls_per_batch; ++i) fn();
-    samples.push_back((Now() - t0) / calls_per_batch);
+  while (samples[0].size() < 5 || (Now() - start < g_min_seconds && samples[0].size() < 1000)) {
+    for (size_t f = 0; f < fns.size(); ++f) {
+      const double t0 = Now();
+      for (int i = 0; i < calls_per_batch; ++i) fns[f]();
+      samples[f].push_back((Now() - t0) / calls_per_batch);
+    }
   }
-  std::nth_element(samples.begin(), samples.begin() + samples.size() / 2, samples.end());
-  return samples[samples.size() / 2];
+  std::vector<double> medians;
+  for (auto& s : samples) medians.push_back(Median(s));
+  return medians;
 }
 
 int CallsFor(size_t bytes) { return bytes <= (64u << 10) ? 200 : bytes <= (1u << 20) ? 20 : 1; }
 
-double BaselineGBs(size_t bytes, int k) {
-  const size_t n = std::max<size_t>(16, (k + 1) * bytes / 3 / sizeof(float));
-  bytes = n * sizeof(float);
-  std::vector<float> a(n, 1.0f), b(n, 2.0f), c(n, 0.0f);
-  float* pa = a.data();
-  float* pb = b.data();
-  float* pc = c.data();
-  double best = 0;
-  const double t1 = MedianSeconds(
-      [&] {
-        for (size_t i = 0; i < n; ++i) pc[i] = pa[i] + pb[i];
-      },
-      CallsFor(bytes));
-  const int threads = omp_get_max_threads();
-  const double tn = MedianSeconds(
-      [&] {
-#pragma omp parallel for num_threads(threads) schedule(static)
-        for (long i = 0; i < static_cast<long>(n); ++i) pc[i] = pa[i] + pb[i];
-      },
-      CallsFor(bytes));
-  best = 3.0 * bytes / std::min(t1, tn) / 1e9;
-  return best;
-}
+// The STREAM-add baseline over (K+1)*S bytes: buffers plus one-thread and all-thread kernels.
+struct Baseline {
+  explicit Baseline(size_t bytes, int k)
+      : n(std::max<size_t>(16, (k + 1) * bytes / 3 / sizeof(float))), a(n, 1.0f), b(n, 2.0f), c(n, 0.0f) {}
+  void OneThread() {
+    for (size_t i = 0; i < n; ++i) c[i] = a[i] + b[i];
+  }
+  void AllThreads() {
+    const long count = static_cast<long>(n);
+    float* pa = a.data();
+    float* pb = b.data();
+    float* pc = c.data();
+#pragma omp parallel for schedule(static)
+    for (long i = 0; i < count; ++i) pc[i] = pa[i] + pb[i];
+  }
+  double GBs(double seconds) const { return 3.0 * n * sizeof(float) / seconds / 1e9; }
+  size_t n;
+  std::vector<float> a, b, c;
+};
 
 KVArrayHandle MakeArray(size_t bytes, int dtype, int dev_id, double value) {
   const int64_t n = static_cast<int64_t>(bytes / KVDTypeSize(dtype));
@@ -89,7 +97,7 @@ void BenchThroughput(const std::vector<size_t>& sizes) {
               "base GB/s", "push/base", "pull/base");
   for (size_t bytes : sizes) {
     for (int k : {1, 2, 4, 8}) {
-      const double base = BaselineGBs(bytes, k);
+      Baseline base(bytes, k);
       for (int dtype : {KV_FLOAT32, KV_FLOAT16}) {
         KVStoreHandle kv = nullptr;
         Try(KVStoreCreate("local", &kv), "KVStoreCreate");
@@ -99,15 +107,17 @@ void BenchThroughput(const std::vector<size_t>& sizes) {
         KVArrayHandle out = MakeArray(bytes, dtype, 0, 0.0);
         const int key = 0;
         Try(KVStoreInit(kv, 1, &key, &vals[0]), "KVStoreInit");
-        const double t_push = MedianSeconds(
-            [&] { Try(KVStorePush(kv, k, keys.data(), vals.data(), 0), "KVStorePush"); }, CallsFor(bytes));
-        const double t_pull =
-            MedianSeconds([&] { Try(KVStorePull(kv, 1, &key, &out, 0), "KVStorePull"); }, CallsFor(bytes));
-        const double push_gbs = (k + 1.0) * bytes / t_push / 1e9;
-        const double pull_gbs = 2.0 * bytes / t_pull / 1e9;
+        const std::vector<double> t = InterleavedMedianSeconds(
+            {[&] { base.OneThread(); }, [&] { base.AllThreads(); },
+             [&] { Try(KVStorePush(kv, k, keys.data(), vals.data(), 0), "KVStorePush"); },
+             [&] { Try(KVStorePull(kv, 1, &key, &out, 0), "KVStorePull"); }},
+            CallsFor(bytes));
+        const double base_gbs = base.GBs(std::min(t[0], t[1]));
+        const double push_gbs = (k + 1.0) * bytes / t[2] / 1e9;
+        const double pull_gbs = 2.0 * bytes / t[3] / 1e9;
         std::printf("%-9zu %-7s %2d %11.2f %11.2f %11.2f %9.2f %9.2f\n", bytes,
-                    dtype == KV_FLOAT32 ? "float32" : "float16", k, push_gbs, pull_gbs, base, push_gbs / base,
-                    pull_gbs / base);
+                    dtype == KV_FLOAT32 ? "float32" : "float16", k, push_gbs, pull_gbs, base_gbs,
+                    push_gbs / base_gbs, pull_gbs / base_gbs);
         std::fflush(stdout);
         for (KVArrayHandle v : vals) KVArrayFree(v);
         KVArrayFree(out);
@@ -123,12 +133,12 @@ void BenchLatency() {
   KVArrayHandle v = MakeArray(4096, KV_FLOAT32, 0, 1.0), out = MakeArray(4096, KV_FLOAT32, 0, 0.0);
   const int key = 7;
   Try(KVStoreInit(kv, 1, &key, &v), "KVStoreInit");
-  const double t = MedianSeconds(
-      [&] {
+  const double t = InterleavedMedianSeconds(
+      {[&] {
         Try(KVStorePush(kv, 1, &key, &v, 0), "KVStorePush");
         Try(KVStorePull(kv, 1, &key, &out, 0), "KVStorePull");
-      },
-      1000);
+      }},
+      1000)[0];
   std::printf("latency: push+pull of a 1 Ki-float key: %.3f us (median)\n", t * 1e6);
   KVArrayFree(v);
   KVArrayFree(out);

@@ -1,6 +1,9 @@
 #include "comm/cpu/worker_pool.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <string>
 
@@ -12,7 +15,7 @@ long EnvLong(const char* name, long fallback) {
   if (!v || !*v) return fallback;
   char* end = nullptr;
   const long parsed = std::strtol(v, &end, 10);
-  return (end && *end == '\0' && parsed > 0) ? parsed : fallback;
+  return (end && *end == '\0' && parsed >= 0) ? parsed : fallback;
 }
 
 }  // namespace
@@ -23,22 +26,34 @@ WorkerPool& WorkerPool::Instance() {
   static WorkerPool* pool = new WorkerPool(
       static_cast<int>(EnvLong("KVSTORE_CPU_THREADS",
                                std::max(1u, std::thread::hardware_concurrency()))),
-      static_cast<size_t>(EnvLong("KVSTORE_CPU_PARALLEL_MIN_BYTES", 4L << 20)));
+      static_cast<size_t>(EnvLong("KVSTORE_CPU_PARALLEL_MIN_BYTES", 4L << 20)),
+      static_cast<int>(EnvLong("KVSTORE_CPU_SPIN_US", 50)));
   return *pool;
 }
 
-WorkerPool::WorkerPool(int width, size_t parallel_min_bytes)
-    : parallel_min_bytes_(parallel_min_bytes) {
+WorkerPool::WorkerPool(int width, size_t parallel_min_bytes, int spin_us)
+    : parallel_min_bytes_(parallel_min_bytes), spin_us_(spin_us) {
   for (int i = 1; i < std::min(width, 256); ++i) threads_.emplace_back([this] { WorkerLoop(); });
 }
 
 WorkerPool::~WorkerPool() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;
+    stopping_.store(true, std::memory_order_release);
   }
   work_cv_.notify_all();
   for (auto& t : threads_) t.join();
+}
+
+template <typename Pred>
+bool WorkerPool::SpinUntil(Pred pred) const {
+  if (spin_us_ <= 0) return pred();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_us_);
+  for (int i = 0;; ++i) {
+    if (pred()) return true;
+    _mm_pause();
+    if ((i & 63) == 63 && std::chrono::steady_clock::now() > deadline) return pred();
+  }
 }
 
 // Claims and runs tasks of the current job until none is left. Called with mu_ unlocked.
@@ -50,19 +65,20 @@ void WorkerPool::RunTasks() {
     lock.unlock();
     (*task)(i);
     lock.lock();
-    if (--unfinished_ == 0) done_cv_.notify_all();
+    if (unfinished_.fetch_sub(1, std::memory_order_acq_rel) == 1) done_cv_.notify_all();
   }
 }
 
 void WorkerPool::WorkerLoop() {
   uint64_t seen = 0;
+  auto ready = [&] { return stopping_.load(std::memory_order_acquire) || generation_.load(std::memory_order_acquire) != seen; };
   for (;;) {
-    {
+    if (!SpinUntil(ready)) {
       std::unique_lock<std::mutex> lock(mu_);
-      work_cv_.wait(lock, [&] { return stopping_ || generation_ != seen; });
-      if (stopping_) return;
-      seen = generation_;
+      work_cv_.wait(lock, ready);
     }
+    if (stopping_.load(std::memory_order_acquire)) return;
+    seen = generation_.load(std::memory_order_acquire);
     RunTasks();
   }
 }
@@ -78,13 +94,15 @@ void WorkerPool::ParallelFor(int num_tasks, const std::function<void(int)>& task
     task_ = &task;
     num_tasks_ = num_tasks;
     next_task_ = 0;
-    unfinished_ = num_tasks;
-    ++generation_;
+    unfinished_.store(num_tasks, std::memory_order_release);
+    generation_.fetch_add(1, std::memory_order_acq_rel);
   }
   work_cv_.notify_all();
   RunTasks();
+  auto done = [&] { return unfinished_.load(std::memory_order_acquire) == 0; };
+  SpinUntil(done);
   std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [&] { return unfinished_ == 0; });
+  done_cv_.wait(lock, done);
   task_ = nullptr;
 }
 
