@@ -1,4 +1,5 @@
 // device_cpu.cc - the CPU backend: host memory, copies and the element-wise kernels.
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -12,6 +13,12 @@ namespace kvstore {
 namespace {
 
 constexpr size_t kAlignment = 64;
+// Large buffers start at a rotating multiple of 128 bytes past their page-aligned block, so
+// that the sources and destination of a kernel do not share the same offset within a page
+// (same-offset streams alias in the L1 and the store buffer and halve copy bandwidth).
+constexpr size_t kStaggerMinBytes = 64 << 10;
+constexpr size_t kStaggerStep = 128;
+constexpr size_t kStaggerSlots = 31;
 
 // Integer element-wise arithmetic without undefined behaviour: wrap-around like unsigned
 // arithmetic, truncating division, INT_MIN / -1 wraps. Division by zero is rejected by the
@@ -104,16 +111,26 @@ class CpuDeviceBackend final : public DeviceBackend {
     KV_CHECK(ctx.dev_id >= 0, KV_ERR_DEVICE, "invalid CPU device id %d", ctx.dev_id);
   }
 
+  // Layout: [block start ... | pointer to block start | data], data 64-byte aligned.
   void* Alloc(const Context& ctx, size_t nbytes) override {
     const size_t rounded = (nbytes + kAlignment - 1) / kAlignment * kAlignment;
-    void* p = rounded >= nbytes ? std::aligned_alloc(kAlignment, rounded) : nullptr;
-    KV_CHECK(p != nullptr, KV_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes on %s", nbytes,
+    const size_t stagger =
+        nbytes >= kStaggerMinBytes ? (next_stagger_.fetch_add(1, std::memory_order_relaxed) % kStaggerSlots + 1) * kStaggerStep : 0;
+    const size_t total = kAlignment + stagger + rounded;
+    void* block = rounded >= nbytes && total > rounded ? std::aligned_alloc(kAlignment, total) : nullptr;
+    KV_CHECK(block != nullptr, KV_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes on %s", nbytes,
              ctx.ToString().c_str());
-    std::memset(p, 0, rounded);
-    return p;
+    char* data = static_cast<char*>(block) + kAlignment + stagger;
+    std::memcpy(data - sizeof(void*), &block, sizeof(void*));
+    std::memset(data, 0, rounded);
+    return data;
   }
 
-  void Free(const Context&, void* ptr) noexcept override { std::free(ptr); }
+  void Free(const Context&, void* ptr) noexcept override {
+    void* block;
+    std::memcpy(&block, static_cast<char*>(ptr) - sizeof(void*), sizeof(void*));
+    std::free(block);
+  }
 
   void CopyFromHost(Array* dst, const void* src, size_t nbytes) override {
     CpuParallelCopy(dst->data(), src, nbytes);
@@ -172,6 +189,9 @@ class CpuDeviceBackend final : public DeviceBackend {
                      a.size());
     });
   }
+
+ private:
+  std::atomic<size_t> next_stagger_{0};
 };
 
 }  // namespace
