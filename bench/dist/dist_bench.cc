@@ -3,6 +3,7 @@
 //
 //   kvstore-launch -n W -s S --server-cmd kvstore-server -- dist_bench
 //       [--sizes 4K,64K,1M,16M,64M] [--seconds 0.5] [--window 8] [--reps 3]
+//       [--ops push,pull,pushpull]
 //
 // Per size, `reps` repetitions alternate raw ZeroMQ (worker 0 only) and the store, so that
 // both see the same machine load (this matters on a shared 2-vCPU VM):
@@ -25,6 +26,7 @@
 #include <zmq.hpp>
 
 #include <algorithm>
+#include <limits>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -220,6 +222,7 @@ int main(int argc, char** argv) {
   double seconds = 0.5;
   int window = 8;
   int reps = 3;
+  std::string ops = "push,pull,pushpull";  // --ops: a subset, e.g. for profiling
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--sizes") {
@@ -234,6 +237,8 @@ int main(int argc, char** argv) {
       }
     } else if (a == "--seconds") {
       seconds = std::atof(argv[i + 1]);
+    } else if (a == "--ops") {
+      ops = argv[i + 1];
     } else if (a == "--reps") {
       reps = std::max(1, std::atoi(argv[i + 1]));
     } else if (a == "--window") {
@@ -320,9 +325,13 @@ int main(int argc, char** argv) {
     for (int rep = 0; rep < reps; ++rep) {
       RawResult raw{};
       if (rank == 0) raw = MeasureRaw(argv[0], bytes, seconds / 3, window);
-      const double t_push = timed(run_push);
-      const double t_pull = timed(run_pull);
-      const double t_pp = timed(run_pushpull);
+      auto wanted = [&](const char* op) {
+        return ("," + ops + ",").find(std::string(",") + op + ",") != std::string::npos;
+      };
+      const double nan = std::numeric_limits<double>::quiet_NaN();
+      const double t_push = wanted("push") ? timed(run_push) : nan;
+      const double t_pull = wanted("pull") ? timed(run_pull) : nan;
+      const double t_pp = wanted("pushpull") ? timed(run_pushpull) : nan;
       if (bytes <= (1u << 16)) {
         lp.push_back(lat(true) * 1e6);
         ll.push_back(lat(false) * 1e6);
