@@ -119,7 +119,15 @@ struct Outstanding {
   PartPlan part{};
   double deadline = 0;
   MsgType type;
+  size_t window_bytes = 0;  // counted in the pull window
+  bool push_part = false;   // counted in pushes_in_flight_
 };
+
+// Pull window: pulls in flight are limited to kWindowBytes of reply payload, but at least
+// kWindowMin pulls may always be in flight. Deeper pipelines only make ZeroMQ allocate more
+// receive buffers (cold memory, page faults) without moving more bytes.
+constexpr size_t kWindowBytes = 8u << 20;
+constexpr int kWindowMin = 2;
 
 class WorkerStore : public Store {
  public:
@@ -169,6 +177,7 @@ class WorkerStore : public Store {
   // I/O thread.
   void IoLoop();
   void SendQueued();
+  size_t WindowBytes(const OutMsg& m) const;
   void SendOne(OutMsg& m);
   void HandleReply(int server, Message& m);
   void HandleScheduler(Message& m);
@@ -212,6 +221,9 @@ class WorkerStore : public Store {
   // I/O-thread-only state.
   uint64_t next_req_ = 1;
   std::unordered_map<uint64_t, Outstanding> outstanding_;
+  size_t window_bytes_ = 0;
+  int window_count_ = 0;
+  std::unordered_map<uint64_t, int> pushes_in_flight_;  // by key order id
   double last_sched_ = 0;
 };
 
@@ -752,6 +764,7 @@ void WorkerStore::IoLoop() {
         HandleReply(s, m);
       }
     }
+    SendQueued();  // replies may have opened the send window
     const double now = NowSec();
     if (now >= next_hb) {
       SendMessage(sched_, nullptr, Header(MsgType::kHeartbeat), "", OutPayload{});
@@ -789,27 +802,52 @@ void WorkerStore::IoLoop() {
   FailAll(KV_ERR_NETWORK, "the store was closed before the reply arrived");
 }
 
+// Sends queued requests in priority order. The candidate for an entry is the oldest queued
+// request of its key (per-key order). A pull that does not fit the pull window is skipped
+// with the rest of its key; everything else still leaves, so pushes are never held back.
 void WorkerStore::SendQueued() {
+  std::vector<uint64_t> blocked_keys;
   for (;;) {
     OutMsg m;
+    bool found = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (queue_.empty()) return;
-      auto top = queue_.begin();
-      std::pair<int64_t, uint64_t> qk = top->first;
-      const uint64_t ok = top->second.order_key;
-      if (ok != 0) {
-        auto& fifo = per_key_[ok];
-        qk = fifo.front();  // the oldest request of this key goes first
-        fifo.pop_front();
-        if (fifo.empty()) per_key_.erase(ok);
+      for (auto top = queue_.begin(); top != queue_.end(); ++top) {
+        const uint64_t ok = top->second.order_key;
+        if (ok != 0 &&
+            std::find(blocked_keys.begin(), blocked_keys.end(), ok) != blocked_keys.end()) {
+          continue;
+        }
+        auto it = ok != 0 ? queue_.find(per_key_[ok].front()) : top;
+        const size_t bytes = WindowBytes(it->second);
+        if (bytes > 0 && window_count_ >= kWindowMin && window_bytes_ + bytes > kWindowBytes) {
+          blocked_keys.push_back(ok);  // resumed when replies free the window
+          continue;
+        }
+        if (ok != 0) {
+          auto& fifo = per_key_[ok];
+          fifo.pop_front();
+          if (fifo.empty()) per_key_.erase(ok);
+        }
+        m = std::move(it->second);
+        queue_.erase(it);
+        found = true;
+        break;
       }
-      auto it = queue_.find(qk);
-      m = std::move(it->second);
-      queue_.erase(it);
     }
+    if (!found) return;
     SendOne(m);
   }
+}
+
+// Reply payload of a pull that the server answers at once; 0 for every other request.
+// Only such pulls are windowed, so the window always drains: a sync push may wait for other
+// workers' pushes, and so may a pull queued on the server behind this worker's own push of
+// the key (holding either back could deadlock workers that order keys differently).
+size_t WorkerStore::WindowBytes(const OutMsg& m) const {
+  if (!m.op || m.op->type != MsgType::kPull) return 0;
+  if (pushes_in_flight_.count(m.op->meta->order_id) != 0) return 0;
+  return static_cast<size_t>(m.part.count) * DTypeSize(m.op->meta->dtype) + 1;
 }
 
 void WorkerStore::SendOne(OutMsg& m) {
@@ -852,7 +890,18 @@ void WorkerStore::SendOne(OutMsg& m) {
   }
   const bool needs_reply = !(m.dest < 0 && m.h.type == static_cast<uint16_t>(MsgType::kHeartbeat));
   (void)control;
-  if (needs_reply) outstanding_.emplace(id, o);
+  if (needs_reply) {
+    o.window_bytes = WindowBytes(m);
+    if (o.window_bytes > 0) {
+      window_bytes_ += o.window_bytes;
+      ++window_count_;
+    }
+    if (m.op && m.op->type != MsgType::kPull) {
+      o.push_part = true;
+      ++pushes_in_flight_[m.op->meta->order_id];
+    }
+    outstanding_.emplace(id, o);
+  }
   zmq::socket_t& sock = m.dest < 0 ? sched_ : servers_[static_cast<size_t>(m.dest)];
   if (cfg_.verbose >= 2) Log("send %s to %s", MsgTypeName(m.h.type),
                              m.dest < 0 ? "scheduler" : NodeName(Role::kServer, m.dest).c_str());
@@ -926,6 +975,16 @@ void WorkerStore::HandleReply(int server, Message& m) {
 // reply for successful pulls and pushpulls.
 void WorkerStore::CompletePart(Outstanding& o, int status, const std::string& msg,
                                const Message* reply) {
+  if (o.window_bytes > 0) {
+    window_bytes_ -= o.window_bytes;
+    --window_count_;
+    o.window_bytes = 0;
+  }
+  if (o.push_part) {
+    auto it = pushes_in_flight_.find(o.op->meta->order_id);
+    if (it != pushes_in_flight_.end() && --it->second == 0) pushes_in_flight_.erase(it);
+    o.push_part = false;
+  }
   if (!o.op) {
     if (o.waiter) o.waiter->Complete(status, msg);
     return;

@@ -14,6 +14,9 @@
  *   assign          sync without an optimizer: a round stores the sum n(n+1)/2.
  *   async_assign    dist_async without an optimizer: the server assigns each push (the last
  *                   one wins), it does not die; a pushpull returns the value it pushed.
+ *   crossed         big keys (3 MiB) pushed and pulled in opposite key orders and priorities by
+ *                   odd and even ranks, with many pulls in flight: the pull window and the
+ *                   per-key order must neither deadlock nor reorder (sync, assign).
  *   determinism F   random fp32 values (fixed seeds, random delays so arrival order varies),
  *                   no optimizer: the pulled sum must equal the rank-order sum computed
  *                   locally, bit for bit; rank 0 writes the bytes to file F.
@@ -235,6 +238,48 @@ static int AsyncAssign(KVStoreHandle kv) {
   ExpectAll(o, 100.0, "async value after rank 0's pushpull", 0);
   KVArrayFree(v);
   KVArrayFree(o);
+  return 0;
+}
+
+static int Crossed(KVStoreHandle kv) {
+  int n = 0;
+  OK(KVStoreGetGroupSize(kv, &n));
+  enum { K = 8 };
+  const int64_t len = 3 << 18; /* 3 MiB of float32 */
+  int keys[K];
+  KVArrayHandle v[K], o[K], o2[K];
+  for (int i = 0; i < K; ++i) {
+    keys[i] = 50 + i;
+    v[i] = NewArray(len, KV_FLOAT32);
+    o[i] = NewArray(len, KV_FLOAT32);
+    o2[i] = NewArray(len, KV_FLOAT32);
+  }
+  OK(KVStoreInit(kv, K, keys, v));
+  for (int r = 0; r < 3; ++r) {
+    for (int j = 0; j < K; ++j) {
+      const int i = g_rank % 2 == 0 ? j : K - 1 - j;
+      FillValue(v[i], (g_rank + 1.0) * (r + 1));
+      OK(KVStorePush(kv, 1, &keys[i], &v[i], g_rank % 2 == 0 ? -j : j));
+      OK(KVStorePull(kv, 1, &keys[i], &o[i], g_rank % 2 == 0 ? j : -j));
+    }
+    /* Pulls with no push in flight (the windowed kind), several per key. */
+    OK(KVStoreWaitAll(kv));
+    for (int j = 0; j < K; ++j) {
+      OK(KVStorePull(kv, 1, &keys[j], &o2[j], 0));
+      OK(KVStorePull(kv, 1, &keys[j], &o2[j], 0));
+    }
+    const double want = n * (n + 1) / 2.0 * (r + 1);
+    for (int i = 0; i < K; ++i) {
+      ExpectAll(o[i], want, "crossed pull", r);
+      ExpectAll(o2[i], want, "crossed second pull", r);
+    }
+    OK(KVStoreBarrier(kv));
+  }
+  for (int i = 0; i < K; ++i) {
+    KVArrayFree(v[i]);
+    KVArrayFree(o[i]);
+    KVArrayFree(o2[i]);
+  }
   return 0;
 }
 
@@ -484,7 +529,7 @@ static int Controller(int head, const char* body, void* user_data) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: %s sync|async|assign|async_assign|determinism|api|killed|killed_server ...\n", argv[0]);
+    fprintf(stderr, "usage: %s sync|async|assign|async_assign|crossed|determinism|api|killed|killed_server ...\n", argv[0]);
     return 2;
   }
   const char* scenario = argv[1];
@@ -509,6 +554,8 @@ int main(int argc, char** argv) {
     const int rounds = argc > 2 ? atoi(argv[2]) : 3;
     const int str = argc > 3 && strcmp(argv[3], "str") == 0;
     rc = Data(kv, scenario, rounds, str);
+  } else if (strcmp(scenario, "crossed") == 0) {
+    rc = Crossed(kv);
   } else if (strcmp(scenario, "async_assign") == 0) {
     rc = AsyncAssign(kv);
   } else if (strcmp(scenario, "determinism") == 0) {
