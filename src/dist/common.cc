@@ -234,7 +234,6 @@ std::string ValidateHeader(const WireHeader& h, size_t frames_after_header,
     if (has_values && h.payload_len != bytes) return "payload length differs from count*dtype";
     if (!has_values && h.payload_len != 0) return "a pull carries no payload";
     if ((h.flags & kFlagStrKey) != 0 && h.str_len == 0) return "string key without a name";
-    if ((h.flags & kFlagStrKey) == 0 && h.key < 0) return "negative int key";
   }
   return "";
 }

@@ -117,7 +117,7 @@ void SendGarbage(const std::string& endpoint, int num_workers) {
   { WireHeader h = base(); h.sender_rank = num_workers + 5; cases.push_back({h, {payload}}); }
   { WireHeader h = base(); h.sender_role = 7; cases.push_back({h, {payload}}); }
   { WireHeader h = base(); h.flags = 0x80; cases.push_back({h, {payload}}); }
-  { WireHeader h = base(); h.key = -5; cases.push_back({h, {payload}}); }
+  { WireHeader h = base(); h.key = -5; cases.push_back({h, {payload}}); }  // unknown key
   { WireHeader h = base(); h.flags |= 1; cases.push_back({h, {payload}}); }  // str key w/o name
   {  // a pull that carries a payload
     WireHeader h = base();

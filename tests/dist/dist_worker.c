@@ -116,7 +116,7 @@ static void FillValue(KVArrayHandle a, double v) { OK(KVArrayFill(a, v)); }
 /* Keys of the data scenarios: small and sharded (the test sets the big-array bound to
  * 1000 elements), fp32, fp16 and fp64, one of them 2-D. */
 #define NKEYS 6
-static const int kIntKeys[NKEYS] = {3, 8, 5, 11, 13, 100003};
+static const int kIntKeys[NKEYS] = {3, 8, 5, 11, -13, 100003}; /* negative keys are keys too */
 static const char* kStrKeys[NKEYS] = {"w.small", "w.big", "h.small", "h.big", "d.small",
                                       "weight/with spaces"};
 static const int64_t kSizes[NKEYS] = {10, 2500, 7, 2001, 5, 3 * 700};
