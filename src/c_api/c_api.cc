@@ -327,7 +327,10 @@ int KVStoreCreate(const char* type, KVStoreHandle* out) {
 }
 
 int KVStoreFree(KVStoreHandle store) {
-  return Guard([&] { delete store; });
+  return Guard([&] {
+    std::unique_ptr<Store> owned(store);  // destroyed even when Close throws
+    if (owned) owned->Close();
+  });
 }
 
 int KVStoreGetType(KVStoreHandle store, const char** out_type) {

@@ -66,6 +66,11 @@ struct KVStore_ {
   virtual void SetBarrierBeforeExit(bool enabled);
   virtual void SendCommandToServers(int head, const std::string& body);
   virtual void RunServer(KVController controller, void* user_data);
+  // Finishes the store before KVStoreFree destroys it (a distributed worker drains pending
+  // operations and runs its exit barrier here) and throws the first error of doing so. The
+  // store is destroyed whether or not Close throws; the destructor must not repeat work
+  // Close has done.
+  virtual void Close() {}
 
  private:
   std::string type_;

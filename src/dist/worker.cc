@@ -27,6 +27,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <exception>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -153,6 +154,7 @@ class WorkerStore : public Store {
   void WaitAll() override;
   int NumDeadNodes(int node_group, int timeout_sec) override;
   void SetBarrierBeforeExit(bool enabled) override { barrier_before_exit_ = enabled; }
+  void Close() override;
   void SendCommandToServers(int head, const std::string& body) override;
 
  private:
@@ -172,7 +174,9 @@ class WorkerStore : public Store {
     return DeadlineAfter(cfg_.timeout_sec > 0 ? cfg_.timeout_sec + cfg_.heartbeat_timeout_sec + 2 : 0);
   }
   WireHeader Header(MsgType t) const { return MakeHeader(t, Role::kWorker, rank_); }
-  void Shutdown();
+  // Runs the exit protocol once; returns the first error of draining or of the exit barrier
+  // (nullptr when both succeeded).
+  std::exception_ptr Shutdown();
 
   // I/O thread.
   void IoLoop();
@@ -194,6 +198,7 @@ class WorkerStore : public Store {
   int num_workers_ = 0;
   int num_servers_ = 0;
   bool barrier_before_exit_ = true;
+  bool shut_down_ = false;  // Shutdown ran (from Close or the destructor)
 
   zmq::context_t ctx_;
   zmq::socket_t sched_;
@@ -260,20 +265,31 @@ WorkerStore::WorkerStore(const std::string& type, const Config& cfg)
 
 WorkerStore::~WorkerStore() { Shutdown(); }
 
+// KVStoreFree: the same exit protocol, with its first error reported to the caller.
+void WorkerStore::Close() {
+  if (std::exception_ptr first = Shutdown()) std::rethrow_exception(first);
+}
+
 // Exit protocol: drain, optional barrier of all workers, FINISH to the scheduler (which
-// stops the servers once every worker finished), then stop the I/O thread. Errors are
-// logged, never thrown; every step is bounded by a deadline.
-void WorkerStore::Shutdown() {
+// stops the servers once every worker finished), then stop the I/O thread. Every step runs
+// even when an earlier one failed, each is bounded by a deadline, and errors are logged and
+// returned, never thrown. A second call does nothing.
+std::exception_ptr WorkerStore::Shutdown() {
+  if (shut_down_) return nullptr;
+  shut_down_ = true;
+  std::exception_ptr first;
   try {
     WaitAll();
   } catch (const Error& e) {
     Log("pending operations failed at exit: %s", e.what());
+    first = std::current_exception();
   }
   if (barrier_before_exit_) {
     try {
       Barrier();
     } catch (const Error& e) {
       Log("exit barrier failed: %s", e.what());
+      if (!first) first = std::current_exception();
     }
   }
   try {
@@ -295,6 +311,7 @@ void WorkerStore::Shutdown() {
   for (auto& s : servers_) s.set(zmq::sockopt::linger, 200);
   sched_.set(zmq::sockopt::linger, 200);
   close(wake_fd_);
+  return first;
 }
 
 std::string WorkerStore::KeyId(const KeyList& keys, int i) const {
