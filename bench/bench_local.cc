@@ -8,6 +8,8 @@
 //              bytes as the push, (K+1)*S, so both run from the same cache level; best of one
 //              thread (plain loop) and all threads (OpenMP); GB/s counts 2 reads + 1 write.
 //              Baseline, push and pull batches take turns, so load bursts hit them alike.
+//              OpenMP waits passively (OMP_WAIT_POLICY=passive unless set), so its idle
+//              threads do not compete with the library's worker pool.
 //   latency:   one push plus one pull of a 1 Ki-float key, median per pair.
 //
 // Usage: bench_local [--quick] [--min-seconds X]
@@ -21,6 +23,8 @@
 #include <cstring>
 #include <functional>
 #include <vector>
+
+#include <unistd.h>
 
 namespace {
 
@@ -148,6 +152,14 @@ void BenchLatency() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // OpenMP threads spin after each parallel region by default; on a 2-vCPU machine they would
+  // then starve the library's own worker thread during the push measured right after the
+  // baseline. libgomp reads OMP_WAIT_POLICY when it loads, so set it and start again.
+  if (!std::getenv("OMP_WAIT_POLICY")) {
+    setenv("OMP_WAIT_POLICY", "passive", 1);
+    execv("/proc/self/exe", argv);
+    std::perror("execv /proc/self/exe (continuing with spinning OpenMP threads)");
+  }
   bool quick = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--quick")) quick = true;
