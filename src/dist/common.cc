@@ -238,6 +238,17 @@ std::string ValidateHeader(const WireHeader& h, size_t frames_after_header,
   return "";
 }
 
+bool RecvValidMessage(zmq::socket_t& sock, bool router, const char* peer, Message* out) {
+  for (int dropped = 0; dropped < 64; ++dropped) {
+    bool ok = false;
+    std::string why;
+    if (!RecvMessage(sock, router, out, &ok, &why)) return false;
+    if (ok) return true;
+    Log("dropped a malformed message from %s: %s", peer, why.c_str());
+  }
+  return false;
+}
+
 bool RecvMessage(zmq::socket_t& sock, bool router, Message* out, bool* ok, std::string* why) {
   *ok = false;
   std::vector<zmq::message_t> frames;

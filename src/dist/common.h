@@ -162,6 +162,12 @@ struct Message {
 // failed validation (it has been consumed and logged as `*why`).
 bool RecvMessage(zmq::socket_t& sock, bool router, Message* out, bool* ok, std::string* why);
 
+// Receives the next valid message from `sock` (non-blocking; the caller polled). Malformed
+// messages are consumed and logged as coming from `peer` ("the scheduler", "server 1", ...).
+// Returns false when no valid message is pending, also after 64 malformed ones in one call,
+// so that a flood of garbage cannot keep the caller from its heartbeats and deadlines.
+bool RecvValidMessage(zmq::socket_t& sock, bool router, const char* peer, Message* out);
+
 // Checks the header's own consistency (also run by RecvMessage against the actual frames).
 // Returns "" when valid, or the reason.
 std::string ValidateHeader(const WireHeader& h, size_t frames_after_header,

@@ -49,13 +49,7 @@ JoinResult JoinJob(zmq::socket_t& sched, const Config& cfg, int listen_port) {
     zmq::pollitem_t item{static_cast<void*>(sched), 0, ZMQ_POLLIN, 0};
     zmq::poll(&item, 1, std::chrono::milliseconds(static_cast<long>(std::min(left, 0.5) * 1000) + 1));
     Message m;
-    bool ok = false;
-    std::string why;
-    while (RecvMessage(sched, false, &m, &ok, &why)) {
-      if (!ok) {
-        Log("dropped a malformed message from the scheduler: %s", why.c_str());
-        continue;
-      }
+    while (RecvValidMessage(sched, false, "the scheduler", &m)) {
       if (m.h.type == static_cast<uint16_t>(MsgType::kAbort)) {
         KV_FAIL(m.h.status != 0 ? m.h.status : KV_ERR_NETWORK, "the scheduler refused this %s: %s",
                 RoleName(cfg.role), m.str.c_str());

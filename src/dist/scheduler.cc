@@ -107,13 +107,7 @@ void Scheduler::Run() {
                             static_cast<long>(cfg_.heartbeat_interval_sec * 1000 / 2) + 1));
     for (;;) {
       Message m;
-      bool ok = false;
-      std::string why;
-      if (!RecvMessage(sock_, true, &m, &ok, &why)) break;
-      if (!ok) {
-        Log("dropped a malformed message: %s", why.c_str());
-        continue;
-      }
+      if (!RecvValidMessage(sock_, true, "a node", &m)) break;
       Handle(m);
     }
     CheckLiveness();
@@ -159,13 +153,7 @@ bool Scheduler::Rendezvous() {
     zmq::poll(&item, 1, std::chrono::milliseconds(static_cast<long>(wait_ms) + 1));
     for (;;) {
       Message m;
-      bool ok = false;
-      std::string why;
-      if (!RecvMessage(sock_, true, &m, &ok, &why)) break;
-      if (!ok) {
-        Log("dropped a malformed message: %s", why.c_str());
-        continue;
-      }
+      if (!RecvValidMessage(sock_, true, "a node", &m)) break;
       if (m.h.type != static_cast<uint16_t>(MsgType::kRegister)) continue;  // too early
       if (FindNode(m.routing_id) >= 0) continue;                            // duplicate
       Node n;

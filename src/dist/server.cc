@@ -192,14 +192,8 @@ void Server::Run() {
     zmq::poll(items, 2, std::chrono::milliseconds(static_cast<long>(wait * 1000)));
     for (int budget = 0; budget < 256; ++budget) {
       Message m;
-      bool ok = false;
-      std::string why;
-      if (!RecvMessage(sock_, true, &m, &ok, &why)) break;
-      if (!ok) {
-        Log("dropped a malformed message: %s", why.c_str());
-      } else {
-        HandleWorker(m);
-      }
+      if (!RecvValidMessage(sock_, true, "a worker", &m)) break;
+      HandleWorker(m);
       // Long bursts (or slow updaters) must not starve the heartbeat.
       if (NowSec() >= next_hb) {
         SendMessage(sched_, nullptr, MakeHeader(MsgType::kHeartbeat, Role::kServer, rank_), "",
@@ -209,13 +203,7 @@ void Server::Run() {
     }
     for (;;) {
       Message m;
-      bool ok = false;
-      std::string why;
-      if (!RecvMessage(sched_, false, &m, &ok, &why)) break;
-      if (!ok) {
-        Log("dropped a malformed message from the scheduler: %s", why.c_str());
-        continue;
-      }
+      if (!RecvValidMessage(sched_, false, "the scheduler", &m)) break;
       last_sched_ = NowSec();
       HandleScheduler(m);
     }

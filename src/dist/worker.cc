@@ -164,6 +164,10 @@ class WorkerStore : public Store {
   std::string KeyId(const KeyList& keys, int i) const;
   std::shared_ptr<SharedBuf> TakeSendBuf(KeyMeta* m);
   std::shared_ptr<SharedBuf> Gather(KeyMeta* m, const std::vector<const Array*>& vals);
+  // Gather for every group (meta_of(g), vals_of(g)) after waiting for pending writes into its
+  // values; all or nothing: on failure the buffers already taken are released.
+  template <typename Groups, typename MetaOf, typename ValsOf>
+  std::vector<std::shared_ptr<SharedBuf>> GatherAll(const Groups& groups, MetaOf meta_of, ValsOf vals_of);
   void Enqueue(std::vector<OutMsg>& msgs, int priority);
   void StartDataOp(MsgType type, KeyMeta* m, std::shared_ptr<SharedBuf> payload,
                    std::vector<Array*> outs, const std::shared_ptr<Waiter>& waiter, int priority);
@@ -203,6 +207,7 @@ class WorkerStore : public Store {
   zmq::context_t ctx_;
   zmq::socket_t sched_;
   std::vector<zmq::socket_t> servers_;
+  std::vector<std::string> server_names_;  // "server <rank>", for log lines
   int wake_fd_ = -1;
   std::thread io_;
 
@@ -246,6 +251,7 @@ WorkerStore::WorkerStore(const std::string& type, const Config& cfg)
   worker_dead_.assign(static_cast<size_t>(num_workers_), false);
   for (const auto& s : j.servers) {
     servers_.emplace_back(ctx_, zmq::socket_type::dealer);
+    server_names_.push_back("server " + std::to_string(servers_.size() - 1));
     zmq::socket_t& sk = servers_.back();
     ConfigureSocket(sk);
     const std::string ep = "tcp://" + s.host + ":" + std::to_string(s.port);
@@ -452,6 +458,23 @@ std::shared_ptr<SharedBuf> WorkerStore::Gather(KeyMeta* m, const std::vector<con
   return b;
 }
 
+template <typename Groups, typename MetaOf, typename ValsOf>
+std::vector<std::shared_ptr<SharedBuf>> WorkerStore::GatherAll(const Groups& groups, MetaOf meta_of,
+                                                               ValsOf vals_of) {
+  std::vector<std::shared_ptr<SharedBuf>> bufs;
+  bufs.reserve(groups.size());
+  try {
+    for (const auto& g : groups) {
+      for (const Array* v : vals_of(g)) const_cast<Array*>(v)->WaitPendingWrites();
+      bufs.push_back(Gather(meta_of(g), vals_of(g)));
+    }
+  } catch (...) {
+    for (auto& b : bufs) b->in_flight.fetch_sub(1, std::memory_order_acq_rel);
+    throw;
+  }
+  return bufs;
+}
+
 void WorkerStore::StartDataOp(MsgType type, KeyMeta* m, std::shared_ptr<SharedBuf> payload,
                               std::vector<Array*> outs, const std::shared_ptr<Waiter>& waiter,
                               int priority) {
@@ -538,16 +561,8 @@ void WorkerStore::Push(const KeyList& keys, const Array* const* vals, int priori
     }
   }
   // Values are copied now, so the caller may reuse them as soon as push returns.
-  std::vector<std::shared_ptr<SharedBuf>> bufs;
-  try {
-    for (auto& g : groups) {
-      for (const Array* v : g.second) const_cast<Array*>(v)->WaitPendingWrites();
-      bufs.push_back(Gather(g.first, g.second));
-    }
-  } catch (...) {
-    for (auto& b : bufs) b->in_flight.fetch_sub(1, std::memory_order_acq_rel);
-    throw;
-  }
+  std::vector<std::shared_ptr<SharedBuf>> bufs =
+      GatherAll(groups, [](const auto& g) { return g.first; }, [](const auto& g) -> const auto& { return g.second; });
   for (size_t i = 0; i < groups.size(); ++i) {
     StartDataOp(MsgType::kPush, groups[i].first, bufs[i], {}, nullptr, priority);
   }
@@ -622,16 +637,8 @@ void WorkerStore::PushPull(const KeyList& vkeys, const Array* const* vals, const
                "pushpull: pushed key %s has no output", g.m->display.c_str());
     }
   }
-  std::vector<std::shared_ptr<SharedBuf>> bufs;
-  try {
-    for (auto& g : groups) {
-      for (const Array* v : g.vals) const_cast<Array*>(v)->WaitPendingWrites();
-      bufs.push_back(Gather(g.m, g.vals));
-    }
-  } catch (...) {
-    for (auto& b : bufs) b->in_flight.fetch_sub(1, std::memory_order_acq_rel);
-    throw;
-  }
+  std::vector<std::shared_ptr<SharedBuf>> bufs =
+      GatherAll(groups, [](const Group& g) { return g.m; }, [](const Group& g) -> const auto& { return g.vals; });
   for (size_t i = 0; i < groups.size(); ++i) {
     StartDataOp(MsgType::kPushPull, groups[i].m, bufs[i], groups[i].outs, nullptr, priority);
   }
@@ -758,25 +765,15 @@ void WorkerStore::IoLoop() {
     SendQueued();
     for (;;) {
       Message m;
-      bool ok = false;
-      std::string why;
-      if (!RecvMessage(sched_, false, &m, &ok, &why)) break;
-      if (!ok) {
-        Log("dropped a malformed message from the scheduler: %s", why.c_str());
-        continue;
-      }
+      if (!RecvValidMessage(sched_, false, "the scheduler", &m)) break;
       last_sched_ = NowSec();
       HandleScheduler(m);
     }
     for (int s = 0; s < num_servers_; ++s) {
       for (int budget = 0; budget < 1024; ++budget) {
         Message m;
-        bool ok = false;
-        std::string why;
-        if (!RecvMessage(servers_[static_cast<size_t>(s)], false, &m, &ok, &why)) break;
-        if (!ok) {
-          Log("dropped a malformed message from server %d: %s", s, why.c_str());
-          continue;
+        if (!RecvValidMessage(servers_[static_cast<size_t>(s)], false, server_names_[static_cast<size_t>(s)].c_str(), &m)) {
+          break;
         }
         HandleReply(s, m);
       }
