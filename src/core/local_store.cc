@@ -136,15 +136,14 @@ class LocalStore final : public Store {
     CheckNotInUpdater();
     KV_CHECK(vkeys.kind == okeys.kind, KV_ERR_KEY_KIND_MISMATCH, "broadcast mixes int and string keys");
     // Validate the outputs against the values they will receive before initialising.
+    std::unordered_map<std::string, int> source_of;  // first value given for each key name
+    for (int v = 0; v < vkeys.size; ++v) source_of.emplace(vkeys.Name(v), v);
     for (int o = 0; o < okeys.size; ++o) {
       const std::string name = okeys.Name(o);
-      int source = -1;
-      for (int v = 0; v < vkeys.size && source < 0; ++v) {
-        if (vkeys.Name(v) == name) source = v;
-      }
-      KV_CHECK(source >= 0, KV_ERR_INVALID_ARGUMENT, "broadcast: output key %s is not among the broadcast keys",
-               name.c_str());
-      CheckSameShapeDType(*vals[source], *outs[o], "broadcast output of key " + name);
+      auto it = source_of.find(name);
+      KV_CHECK(it != source_of.end(), KV_ERR_INVALID_ARGUMENT,
+               "broadcast: output key %s is not among the broadcast keys", name.c_str());
+      CheckSameShapeDType(*vals[it->second], *outs[o], "broadcast output of key " + name);
     }
     Init(vkeys, vals);
     Pull(okeys, outs, priority);
@@ -225,14 +224,28 @@ class LocalStore final : public Store {
   std::vector<PushGroup> PlanPush(const KeyList& keys, const Array* const* vals) const {
     std::vector<Entry*> entries = Lookup(keys);
     std::vector<PushGroup> groups;
+    // Group position by entry; a linear scan is cheapest for the usual few keys, an index
+    // keeps pushes of many keys (one per model parameter) linear.
+    constexpr size_t kScanLimit = 16;
+    std::unordered_map<Entry*, size_t> index;
     for (int i = 0; i < keys.size; ++i) {
       Entry* e = entries[i];
       if (e->shape != vals[i]->shape() || e->dtype != vals[i]->dtype()) {  // message built on failure only
         CheckShapeDType(e->shape, e->dtype, *vals[i], "push to key " + KeyName(*e));
       }
-      auto it = std::find_if(groups.begin(), groups.end(), [&](const PushGroup& g) { return g.entry == e; });
-      if (it == groups.end()) groups.push_back(PushGroup{e, {vals[i]}});
-      else it->vals.push_back(vals[i]);
+      size_t pos = groups.size();
+      if (groups.size() <= kScanLimit) {
+        for (size_t g = 0; g < groups.size(); ++g) {
+          if (groups[g].entry == e) pos = g;
+        }
+      } else {
+        if (index.empty()) {
+          for (size_t g = 0; g < groups.size(); ++g) index.emplace(groups[g].entry, g);
+        }
+        pos = index.emplace(e, groups.size()).first->second;
+      }
+      if (pos == groups.size()) groups.push_back(PushGroup{e, {vals[i]}});
+      else groups[pos].vals.push_back(vals[i]);
     }
     return groups;
   }

@@ -136,6 +136,45 @@ static void test_push_pull_semantics(void) {
   KVStoreFree(kv);
 }
 
+/* Records the order in which keys reach the updater, then assigns the pushed sum. */
+static int g_order[64];
+static int g_order_len;
+static int record_order(int key, KVArrayHandle recv, KVArrayHandle stored, void* user_data) {
+  (void)user_data;
+  if (g_order_len < 64) g_order[g_order_len++] = key;
+  return KVArrayCopy(stored, recv);
+}
+
+/* A push of many keys (more than a linear scan groups), each listed twice, interleaved. */
+static void test_many_keys(void) {
+  enum { kKeys = 40 };
+  KVStoreHandle kv = NULL;
+  KVStoreCreate("local", &kv);
+  int keys[kKeys], twice[2 * kKeys];
+  KVArrayHandle zero = make_f32(0, 0), vals[2 * kKeys];
+  KVArrayHandle init_vals[kKeys];
+  for (int i = 0; i < kKeys; ++i) keys[i] = 1000 - 7 * i, init_vals[i] = zero;
+  CHECK_OK(KVStoreInit(kv, kKeys, keys, init_vals));
+  for (int i = 0; i < 2 * kKeys; ++i) {
+    twice[i] = keys[i % kKeys];
+    vals[i] = make_f32(i < kKeys ? i : 100, 0);
+  }
+  g_order_len = 0;
+  CHECK_OK(KVStoreSetUpdater(kv, record_order, NULL, NULL));
+  CHECK_OK(KVStorePush(kv, 2 * kKeys, twice, vals, 0));
+  CHECK(g_order_len == kKeys);
+  int in_order = 1, sums = 1;
+  for (int i = 0; i < kKeys; ++i) {
+    if (g_order[i] != keys[i]) in_order = 0;
+    if (!stored_is(kv, keys[i], (float)(i + 100))) sums = 0;
+  }
+  CHECK(in_order); /* the updater sees keys in order of first appearance */
+  CHECK(sums);     /* both values of every key were summed */
+  for (int i = 0; i < 2 * kKeys; ++i) KVArrayFree(vals[i]);
+  KVArrayFree(zero);
+  KVStoreFree(kv);
+}
+
 static void test_dtypes(void) {
   const int dtypes[6] = {KV_FLOAT32, KV_FLOAT64, KV_FLOAT16, KV_UINT8, KV_INT32, KV_INT64};
   for (int d = 0; d < 6; ++d) {
@@ -316,6 +355,7 @@ static void test_errors_leave_store_unchanged(void) {
 int main(void) {
   test_types();
   test_push_pull_semantics();
+  test_many_keys();
   test_dtypes();
   test_updaters();
   test_errors_leave_store_unchanged();
