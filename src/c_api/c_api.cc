@@ -42,9 +42,15 @@ int Guard(Body&& body) noexcept {
 
 #define KV_REQUIRE(ptr, name) KV_CHECK((ptr) != nullptr, KV_ERR_NULL_POINTER, "%s is NULL", name)
 
-// Waits for pending asynchronous writes into an array before it is read or written again.
+// Waits for pending asynchronous writes into an array before it is read.
 Array* Ready(KVArrayHandle a) {
   a->WaitPendingWrites();
+  return a;
+}
+
+// Waits for pending asynchronous writes and reads (zero-copy pushes) before it is written.
+Array* ReadyToWrite(KVArrayHandle a) {
+  a->WaitToWrite();
   return a;
 }
 
@@ -55,8 +61,10 @@ kvstore::Shape ToShape(const int64_t* dims, int ndim) {
   return kvstore::Shape(dims, dims + ndim);
 }
 
-// Validates a key list and its parallel array list; returns the arrays, waited on.
-std::vector<Array*> CheckList(const KeyList& keys, const KVArrayHandle* arrays, const char* what) {
+// Validates a key list and its parallel array list; returns the arrays, waited on (for
+// writing when `outputs`).
+std::vector<Array*> CheckList(const KeyList& keys, const KVArrayHandle* arrays, const char* what,
+                              bool outputs = false) {
   KV_CHECK(keys.size >= 0, KV_ERR_INVALID_ARGUMENT, "negative %s count %d", what, keys.size);
   std::vector<Array*> out(static_cast<size_t>(keys.size));
   if (keys.size == 0) return out;
@@ -70,7 +78,7 @@ std::vector<Array*> CheckList(const KeyList& keys, const KVArrayHandle* arrays, 
     }
     KV_CHECK(arrays[i] != nullptr, KV_ERR_NULL_POINTER, "%s array %d (key %s) is NULL", what, i,
              keys.Name(i).c_str());
-    out[i] = Ready(arrays[i]);
+    out[i] = outputs ? ReadyToWrite(arrays[i]) : Ready(arrays[i]);
   }
   return out;
 }
@@ -94,7 +102,7 @@ int StorePush(KVStoreHandle store, const KeyList& keys, const KVArrayHandle* val
 int StorePull(KVStoreHandle store, const KeyList& keys, const KVArrayHandle* outs, int priority) {
   return Guard([&] {
     KV_REQUIRE(store, "store");
-    std::vector<Array*> o = CheckList(keys, outs, "pull");
+    std::vector<Array*> o = CheckList(keys, outs, "pull", true);
     store->Pull(keys, o.data(), priority);
   });
 }
@@ -105,7 +113,7 @@ int StorePushPullOrBroadcast(KVStoreHandle store, const KeyList& vkeys, const KV
   return Guard([&] {
     KV_REQUIRE(store, "store");
     std::vector<Array*> v = CheckList(vkeys, vals, kBroadcast ? "broadcast" : "pushpull");
-    std::vector<Array*> o = CheckList(okeys, outs, kBroadcast ? "broadcast output" : "pushpull output");
+    std::vector<Array*> o = CheckList(okeys, outs, kBroadcast ? "broadcast output" : "pushpull output", true);
     if (kBroadcast) store->Broadcast(vkeys, v.data(), okeys, o.data(), priority);
     else store->PushPull(vkeys, v.data(), okeys, o.data(), priority);
   });
@@ -169,16 +177,7 @@ int KVArrayCreate(const int64_t* shape, int ndim, int dtype, int dev_type, int d
 }
 
 int KVArrayFree(KVArrayHandle array) {
-  // A pending asynchronous write still references the buffer: wait for it, and drop its
-  // error (nobody is left to read the array).
-  return Guard([&] {
-    if (!array) return;
-    try {
-      array->WaitPendingWrites();
-    } catch (const kvstore::Error&) {
-    }
-    delete array;
-  });
+  return Guard([&] { Array::Release(array); });
 }
 
 int KVArrayGetNDim(KVArrayHandle array, int* out_ndim) {
@@ -240,7 +239,7 @@ int KVArrayGetData(KVArrayHandle array, void** out_data) {
     KV_REQUIRE(array, "array");
     KV_REQUIRE(out_data, "out_data");
     KV_CHECK(array->ctx().is_cpu(), KV_ERR_DEVICE, "array %s is not in host memory", array->Describe().c_str());
-    *out_data = Ready(array)->data();
+    *out_data = array->ExposeData();
   });
 }
 
@@ -252,7 +251,7 @@ int KVArrayCopyFromHost(KVArrayHandle array, const void* data, size_t nbytes) {
              array->nbytes());
     if (nbytes == 0) return;
     KV_REQUIRE(data, "data");
-    kvstore::GetBackend(array->ctx().dev_type).CopyFromHost(Ready(array), data, nbytes);
+    kvstore::GetBackend(array->ctx().dev_type).CopyFromHost(ReadyToWrite(array), data, nbytes);
   });
 }
 
@@ -273,14 +272,14 @@ int KVArrayCopy(KVArrayHandle dst, KVArrayHandle src) {
     KV_REQUIRE(dst, "dst");
     KV_REQUIRE(src, "src");
     kvstore::CheckSameShapeDType(*dst, *src, "copy from " + src->Describe() + " to " + dst->Describe());
-    kvstore::CopyArray(Ready(dst), *Ready(src));
+    kvstore::CopyArray(ReadyToWrite(dst), *Ready(src));
   });
 }
 
 int KVArrayFill(KVArrayHandle array, double value) {
   return Guard([&] {
     KV_REQUIRE(array, "array");
-    kvstore::GetBackend(array->ctx().dev_type).Fill(Ready(array), value);
+    kvstore::GetBackend(array->ctx().dev_type).Fill(ReadyToWrite(array), value);
   });
 }
 
@@ -294,7 +293,7 @@ int KVArrayBinary(int op, KVArrayHandle a, KVArrayHandle b, KVArrayHandle out) {
     KV_CHECK(a->ctx() == b->ctx() && a->ctx() == out->ctx(), KV_ERR_DEVICE,
              "element-wise operands must be on one device: %s, %s, %s", a->ctx().ToString().c_str(),
              b->ctx().ToString().c_str(), out->ctx().ToString().c_str());
-    kvstore::GetBackend(a->ctx().dev_type).Binary(op, *Ready(a), *Ready(b), Ready(out));
+    kvstore::GetBackend(a->ctx().dev_type).Binary(op, *Ready(a), *Ready(b), ReadyToWrite(out));
   });
 }
 
@@ -305,7 +304,7 @@ int KVArrayBinaryScalar(int op, KVArrayHandle a, double scalar, KVArrayHandle ou
     kvstore::CheckSameShapeDType(*a, *out, "element-wise output " + out->Describe());
     KV_CHECK(a->ctx() == out->ctx(), KV_ERR_DEVICE, "element-wise operands must be on one device: %s, %s",
              a->ctx().ToString().c_str(), out->ctx().ToString().c_str());
-    kvstore::GetBackend(a->ctx().dev_type).BinaryScalar(op, *Ready(a), scalar, Ready(out));
+    kvstore::GetBackend(a->ctx().dev_type).BinaryScalar(op, *Ready(a), scalar, ReadyToWrite(out));
   });
 }
 

@@ -71,13 +71,15 @@ std::unique_ptr<KVArray_> KVArray_::Create(const Shape& shape, int dtype, Contex
   std::unique_ptr<KVArray_> array(new KVArray_(shape, dtype, ctx));
   array->size_ = size;
   array->nbytes_ = static_cast<size_t>(size) * elem;
-  if (array->nbytes_ > 0) array->data_ = backend.Alloc(ctx, array->nbytes_);
+  if (array->nbytes_ > 0) {
+    void* data = backend.Alloc(ctx, array->nbytes_);
+    array->storage_ = std::shared_ptr<void>(data, [ctx](void* p) { kvstore::GetBackend(ctx.dev_type).Free(ctx, p); });
+    array->data_ = data;
+  }
   return array;
 }
 
-KVArray_::~KVArray_() {
-  if (data_) kvstore::GetBackend(ctx_.dev_type).Free(ctx_, data_);
-}
+KVArray_::~KVArray_() = default;
 
 std::string KVArray_::Describe() const {
   return kvstore::StrFormat("%s%s@%s", kvstore::DTypeName(dtype_),
@@ -96,6 +98,62 @@ void KVArray_::EndPendingWrite(int code, const std::string& message) {
     pending_error_message_ = message;
   }
   if (--pending_writes_ == 0) pending_cv_.notify_all();
+}
+
+void KVArray_::BeginPendingRead() {
+  std::lock_guard<std::mutex> lock(pending_mu_);
+  ++pending_reads_;
+}
+
+void KVArray_::EndPendingRead() {
+  bool release;
+  {
+    std::lock_guard<std::mutex> lock(pending_mu_);
+    release = --pending_reads_ == 0 && release_requested_;
+    if (pending_reads_ == 0) pending_cv_.notify_all();
+  }
+  if (release) delete this;
+}
+
+void KVArray_::WaitToWrite() {
+  WaitPendingWrites();
+  std::unique_lock<std::mutex> lock(pending_mu_);
+  pending_cv_.wait(lock, [this] { return pending_reads_ == 0; });
+}
+
+void* KVArray_::ExposeData() {
+  WaitToWrite();
+  std::lock_guard<std::mutex> lock(pending_mu_);
+  exposed_ = true;
+  return data_;
+}
+
+bool KVArray_::AdoptStorage(std::shared_ptr<void> storage) {
+  if (!ctx_.is_cpu() || !storage ||
+      reinterpret_cast<uintptr_t>(storage.get()) % kvstore::DTypeSize(dtype_) != 0) {
+    return false;
+  }
+  std::lock_guard<std::mutex> lock(pending_mu_);
+  if (exposed_) return false;
+  storage_ = std::move(storage);
+  data_ = storage_.get();
+  return true;
+}
+
+void KVArray_::Release(KVArray_* array) {
+  if (array == nullptr) return;
+  try {
+    array->WaitPendingWrites();
+  } catch (const kvstore::Error&) {
+  }
+  {
+    std::lock_guard<std::mutex> lock(array->pending_mu_);
+    if (array->pending_reads_ > 0) {
+      array->release_requested_ = true;
+      return;
+    }
+  }
+  delete array;
 }
 
 void KVArray_::WaitPendingWrites() {

@@ -1,9 +1,14 @@
 // array.h - the dense n-d array behind KVArrayHandle.
 //
 // Invariants: shape, dtype and context never change after creation; `data()` points at
-// nbytes() bytes owned by the array on its device (nullptr only when nbytes() is 0).
-// A pending-write count lets asynchronous producers (distributed pulls) mark the array busy;
-// readers call WaitPendingWrites() before touching the data.
+// nbytes() bytes of the array's storage on its device (nullptr only when nbytes() is 0).
+// The storage is reference-counted: an asynchronous consumer that still reads the bytes
+// after the array was freed or its storage replaced (a zero-copy network send) holds a
+// reference of its own.
+// Asynchronous access. A pending-write count lets producers (distributed pulls) mark the
+// array busy; readers call WaitPendingWrites() before touching the data. A pending-read
+// count lets consumers (zero-copy distributed pushes) read the data after the call that
+// started them returned; writers call WaitToWrite(), which waits for both.
 #pragma once
 
 #include <condition_variable>
@@ -51,6 +56,8 @@ struct KVArray_ {
   size_t nbytes() const { return nbytes_; }
   void* data() { return data_; }
   const void* data() const { return data_; }
+  // The block behind data() (null when nbytes() is 0); holding it keeps the bytes alive.
+  const std::shared_ptr<void>& storage() const { return storage_; }
   // "float32(2,3)@cpu(0)" for error messages.
   std::string Describe() const;
 
@@ -62,6 +69,30 @@ struct KVArray_ {
   void EndPendingWrite(int code, const std::string& message);
   void WaitPendingWrites();
 
+  // Asynchronous-reader protocol: BeginPendingRead before a consumer that completes later
+  // reads the data; it calls EndPendingRead exactly once, which may delete the array (see
+  // Release). Consumers bound their own lifetime (network deadlines), so waits end.
+  void BeginPendingRead();
+  void EndPendingRead();
+  // Waits for pending writes (throwing their error as WaitPendingWrites) and pending reads:
+  // call before writing the data.
+  void WaitToWrite();
+
+  // Hands out the data pointer for direct access (KVArrayGetData): waits as WaitToWrite and
+  // fixes the storage for the array's lifetime (AdoptStorage refuses from now on).
+  void* ExposeData();
+
+  // Replaces the storage by `storage`, a CPU block of nbytes() bytes (a received network
+  // buffer), when the data pointer was never exposed and the block is aligned for the
+  // dtype; returns false and changes nothing otherwise. Only the producer of a pending
+  // write may call it (readers wait for that write, so nobody holds the old pointer).
+  bool AdoptStorage(std::shared_ptr<void> storage);
+
+  // Deletes the array (KVArrayFree) after waiting for pending writes (their error is
+  // dropped); while reads are pending the deletion is left to the last EndPendingRead, so
+  // freeing never waits for the network.
+  static void Release(KVArray_* array);
+
  private:
   KVArray_(kvstore::Shape shape, int dtype, kvstore::Context ctx);
 
@@ -71,9 +102,13 @@ struct KVArray_ {
   int64_t size_ = 0;
   size_t nbytes_ = 0;
   void* data_ = nullptr;
+  std::shared_ptr<void> storage_;
 
   std::mutex pending_mu_;
   std::condition_variable pending_cv_;
+  int pending_reads_ = 0;
+  bool exposed_ = false;
+  bool release_requested_ = false;  // Release ran while reads were pending
   int pending_writes_ = 0;
   int pending_error_code_ = 0;
   std::string pending_error_message_;

@@ -328,8 +328,7 @@ bool SendMessage(zmq::socket_t& sock, const std::string* routing_id, WireHeader 
     }
     if (payload.nbytes > 0) {
       auto* base = static_cast<char*>(payload.buf->data()) + payload.offset_bytes;
-      if (payload.nbytes < (64u << 10)) {
-        // Small values: a copy is cheaper than the release round trip.
+      if (payload.nbytes < kZeroCopyMinBytes) {
         sock.send(zmq::const_buffer(base, payload.nbytes), zmq::send_flags::none);
       } else {
         payload.buf->in_flight.fetch_add(1, std::memory_order_acq_rel);

@@ -173,17 +173,26 @@ bool RecvValidMessage(zmq::socket_t& sock, bool router, const char* peer, Messag
 std::string ValidateHeader(const WireHeader& h, size_t frames_after_header,
                            size_t str_frame_size, size_t payload_frame_size);
 
+// Payloads of at least this many bytes travel without a copy on the sending side (below it,
+// copying is cheaper than ZeroMQ's release round trip); received payloads this large may
+// become an array's storage on workers (pulls) and servers (assigned pushes).
+constexpr size_t kZeroCopyMinBytes = 64u << 10;
+
 // Payload of an outgoing message: either a copy or a zero-copy reference to a buffer that
 // stays alive (and unwritten) until ZeroMQ calls the release hook.
-// The bytes live either in an Array or, on servers, in a received message that was adopted
-// without copying (the no-updater paths).
+// The bytes live in an Array (send buffers, server values), in a received message adopted
+// without copying (servers' no-updater paths), or in the storage of a caller's array
+// (workers' zero-copy pushes; the array's pending-read count keeps writers out).
 struct SharedBuf {
   std::unique_ptr<Array> array;
   zmq::message_t msg;
+  std::shared_ptr<void> borrowed;
+  size_t borrowed_bytes = 0;
+  Array* lender = nullptr;  // borrowed: the array whose pending read the worker op ends
   std::atomic<int> in_flight{0};  // messages (and worker ops) that still reference the bytes
   bool Idle() const { return in_flight.load(std::memory_order_acquire) == 0; }
-  void* data() { return array ? array->data() : msg.data(); }
-  size_t size() const { return array ? array->nbytes() : msg.size(); }
+  void* data() { return array ? array->data() : borrowed ? borrowed.get() : msg.data(); }
+  size_t size() const { return array ? array->nbytes() : borrowed ? borrowed_bytes : msg.size(); }
 };
 
 struct OutPayload {

@@ -87,6 +87,7 @@ struct KeyMeta {
   size_t nbytes = 0;
   std::vector<PartPlan> parts;
   std::vector<std::shared_ptr<SharedBuf>> pool;  // send buffers (app threads, under mu_)
+  mutable size_t lent_pushes = 0;  // zero-copy pushes not yet completed (under mu_)
 };
 
 // One user-visible operation on one key, spread over its parts.
@@ -162,8 +163,10 @@ class WorkerStore : public Store {
   KeyMeta* FindKey(const KeyList& keys, int i);
   void CheckKind(const KeyList& keys);
   std::string KeyId(const KeyList& keys, int i) const;
-  std::shared_ptr<SharedBuf> TakeSendBuf(KeyMeta* m);
+  std::shared_ptr<SharedBuf> TakePayload(KeyMeta* m, Array* lender);
   std::shared_ptr<SharedBuf> Gather(KeyMeta* m, const std::vector<const Array*>& vals);
+  // Drops an op's reference to its payload (and ends the lender's pending read).
+  void ReleaseOpRef(const KeyMeta* m, SharedBuf& b);
   // Gather for every group (meta_of(g), vals_of(g)) after waiting for pending writes into its
   // values; all or nothing: on failure the buffers already taken are released.
   template <typename Groups, typename MetaOf, typename ValsOf>
@@ -189,7 +192,8 @@ class WorkerStore : public Store {
   void SendOne(OutMsg& m);
   void HandleReply(int server, Message& m);
   void HandleScheduler(Message& m);
-  void CompletePart(Outstanding& o, int status, const std::string& msg, const Message* reply);
+  void CompletePart(Outstanding& o, int status, const std::string& msg, Message* reply);
+  static bool AdoptReply(Array* out, Message* reply);
   void FinishOp(Op& op);
   void CheckDeadlines();
   void FailServer(int server, int code, const std::string& why);
@@ -406,56 +410,83 @@ void WorkerStore::Init(const KeyList& keys, const Array* const* vals) {
   KV_CHECK(status == 0, status, "%s", msg.c_str());
 }
 
-// A key has at most kMaxSendBufs send buffers; a push that finds them all in flight waits
-// for one (flow control: memory stays bounded and no buffer is allocated per push). The
-// wait ends when an operation of the key completes or ZeroMQ releases a buffer, and is
-// bounded by the request deadline.
-std::shared_ptr<SharedBuf> WorkerStore::TakeSendBuf(KeyMeta* m) {
-  constexpr size_t kMaxSendBufs = 8;
+// Flow control of pushes: a key has at most kMaxPushPayloads payloads in use, counting its
+// send buffers still in flight and its zero-copy pushes not yet answered. A push that finds
+// them all busy waits for one (memory stays bounded, nothing is allocated per push, and a
+// fast worker cannot pile up pushes on a server); the wait ends when an operation of the
+// key completes or ZeroMQ releases a buffer, and is bounded by the request deadline.
+//
+// With `lender` (a single CPU value of at least kZeroCopyMinBytes) the payload is the
+// caller's own storage: the array gets a pending read until the op completes, so writers
+// wait and KVArrayFree defers, and the storage stays alive until ZeroMQ releases it.
+// Otherwise it is a send buffer of the key, for the caller to fill.
+std::shared_ptr<SharedBuf> WorkerStore::TakePayload(KeyMeta* m, Array* lender) {
+  constexpr size_t kMaxPushPayloads = 8;
   const double deadline = ControlDeadline();
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    for (auto& b : m->pool) {
-      if (b->Idle()) {
-        b->in_flight.fetch_add(1, std::memory_order_acq_rel);
-        return b;
-      }
+    if (lender != nullptr && m->lent_pushes < kMaxPushPayloads) {
+      auto b = std::make_shared<SharedBuf>();
+      b->borrowed = lender->storage();
+      b->borrowed_bytes = m->nbytes;
+      b->lender = lender;
+      b->in_flight.store(1, std::memory_order_release);
+      lender->BeginPendingRead();
+      ++m->lent_pushes;
+      return b;
     }
-    if (m->pool.size() < kMaxSendBufs) break;
+    if (lender == nullptr) {
+      for (auto& b : m->pool) {
+        if (b->Idle()) {
+          b->in_flight.fetch_add(1, std::memory_order_acq_rel);
+          return b;
+        }
+      }
+      if (m->pool.size() < kMaxPushPayloads) break;
+    }
     KV_CHECK(NowSec() < deadline, KV_ERR_TIMEOUT,
              "push of key %s: %zu earlier pushes are still in flight after %.0f s",
-             m->display.c_str(), kMaxSendBufs, cfg_.timeout_sec);
+             m->display.c_str(), kMaxPushPayloads, cfg_.timeout_sec);
     // Completions notify idle_cv_; ZeroMQ's release does not, hence the short timeout.
     idle_cv_.wait_for(lock, std::chrono::milliseconds(1));
   }
   auto b = std::make_shared<SharedBuf>();
-  b->array = Array::Create({m->size}, m->dtype, Context{});
+  b->array = Array::Create(m->shape, m->dtype, Context{});
   b->in_flight.store(1, std::memory_order_release);
   m->pool.push_back(b);
   return b;
 }
 
-// Sums the values of one key into a send buffer (the op's reference is held: in_flight).
+// The payload of a push or pushpull (see TakePayload), with the op's reference held
+// (in_flight): several values (devices) are summed into a send buffer, a small or non-CPU
+// value is copied into one, a large CPU value is sent from its own storage.
 std::shared_ptr<SharedBuf> WorkerStore::Gather(KeyMeta* m, const std::vector<const Array*>& vals) {
-  std::shared_ptr<SharedBuf> b = TakeSendBuf(m);
+  if (vals.size() == 1 && vals[0]->ctx().is_cpu() && m->nbytes >= kZeroCopyMinBytes) {
+    return TakePayload(m, const_cast<Array*>(vals[0]));
+  }
+  std::shared_ptr<SharedBuf> b = TakePayload(m, nullptr);
   try {
-    if (vals.size() == 1 && vals[0]->ctx().is_cpu()) {
-      if (m->nbytes > 0) std::memcpy(b->array->data(), vals[0]->data(), m->nbytes);
-    } else if (vals.size() == 1) {
-      // Same element count and dtype; the flat send buffer has its own shape.
-      std::unique_ptr<Array> tmp = Array::Create(vals[0]->shape(), m->dtype, Context{});
-      CopyArray(tmp.get(), *vals[0]);
-      std::memcpy(b->array->data(), tmp->data(), m->nbytes);
+    if (vals.size() == 1) {
+      CopyArray(b->array.get(), *vals[0]);
     } else {
-      std::unique_ptr<Array> tmp = Array::Create(vals[0]->shape(), m->dtype, Context{});
-      comm_->Reduce(vals, tmp.get());
-      std::memcpy(b->array->data(), tmp->data(), m->nbytes);
+      comm_->Reduce(vals, b->array.get());
     }
   } catch (...) {
-    b->in_flight.fetch_sub(1, std::memory_order_acq_rel);
+    ReleaseOpRef(m, *b);
     throw;
   }
   return b;
+}
+
+void WorkerStore::ReleaseOpRef(const KeyMeta* m, SharedBuf& b) {
+  if (b.lender != nullptr) {
+    Array* lender = b.lender;
+    b.lender = nullptr;
+    lender->EndPendingRead();  // may delete a released array; only its storage lives on
+    std::lock_guard<std::mutex> lock(mu_);
+    --m->lent_pushes;
+  }
+  b.in_flight.fetch_sub(1, std::memory_order_acq_rel);
 }
 
 template <typename Groups, typename MetaOf, typename ValsOf>
@@ -469,7 +500,7 @@ std::vector<std::shared_ptr<SharedBuf>> WorkerStore::GatherAll(const Groups& gro
       bufs.push_back(Gather(meta_of(g), vals_of(g)));
     }
   } catch (...) {
-    for (auto& b : bufs) b->in_flight.fetch_sub(1, std::memory_order_acq_rel);
+    for (size_t i = 0; i < bufs.size(); ++i) ReleaseOpRef(meta_of(groups[i]), *bufs[i]);
     throw;
   }
   return bufs;
@@ -987,8 +1018,19 @@ void WorkerStore::HandleReply(int server, Message& m) {
 
 // Completes one part of an operation (or one control request). `reply` is the server's
 // reply for successful pulls and pushpulls.
+// A whole-value reply for a single CPU output becomes the output's storage instead of
+// being copied into it, unless the output's data pointer was handed out (KVArrayGetData).
+// On refusal the payload is left in `reply`.
+bool WorkerStore::AdoptReply(Array* out, Message* reply) {
+  if (!out->ctx().is_cpu()) return false;
+  auto holder = std::make_shared<zmq::message_t>(std::move(reply->payload));
+  if (out->AdoptStorage(std::shared_ptr<void>(holder, holder->data()))) return true;
+  reply->payload = std::move(*holder);
+  return false;
+}
+
 void WorkerStore::CompletePart(Outstanding& o, int status, const std::string& msg,
-                               const Message* reply) {
+                               Message* reply) {
   if (o.window_bytes > 0) {
     window_bytes_ -= o.window_bytes;
     --window_count_;
@@ -1011,6 +1053,9 @@ void WorkerStore::CompletePart(Outstanding& o, int status, const std::string& ms
     if (reply == nullptr || reply->payload.size() != want || reply->h.offset != o.part.offset ||
         reply->h.count != o.part.count || reply->h.dtype != km.dtype) {
       status = KV_ERR_PROTOCOL;
+    } else if (want >= kZeroCopyMinBytes && km.parts.size() == 1 && op.outs.size() == 1 &&
+               !op.staging && AdoptReply(op.outs[0], reply)) {
+      // The received buffer became the output's storage.
     } else if (want > 0) {
       const size_t off = static_cast<size_t>(o.part.offset) * esize;
       if (op.staging) std::memcpy(static_cast<char*>(op.staging->data()) + off, reply->payload.data(), want);
@@ -1046,7 +1091,7 @@ void WorkerStore::FinishOp(Op& op) {
     }
   }
   for (Array* out : op.outs) out->EndPendingWrite(op.status, op.msg);
-  if (op.payload) op.payload->in_flight.fetch_sub(1, std::memory_order_acq_rel);
+  if (op.payload) ReleaseOpRef(op.meta, *op.payload);
   if (op.waiter) op.waiter->Complete(op.status, op.msg);
   std::lock_guard<std::mutex> lock(mu_);
   if (op.status != 0 && op.outs.empty() && !op.waiter && async_status_ == 0) {
