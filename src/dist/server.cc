@@ -27,6 +27,7 @@
 #include <map>
 #include <set>
 
+#include "comm/comm.h"
 #include "core/dtype.h"
 #include "dist/dist.h"
 #include "optimizer/optimizer.h"
@@ -57,68 +58,6 @@ struct KeyState {
   std::unique_ptr<Array> merged;  // the round's sum when an updater runs
   std::vector<std::deque<Req>> fifo;  // sync mode: per worker rank
 };
-
-// Element-wise sum of `n` srcs in the given order into dst. float16 accumulates in float
-// and rounds once; every dtype adds in the order of `srcs`, so the result does not depend
-// on which push arrived first.
-template <typename T>
-void OrderedSum(const std::vector<const void*>& srcs, void* dst, int64_t n) {
-  const size_t k = srcs.size();
-  T* out = static_cast<T*>(dst);
-  for (int64_t i = 0; i < n; ++i) {
-    T acc = static_cast<const T*>(srcs[0])[i];
-    for (size_t s = 1; s < k; ++s) acc += static_cast<const T*>(srcs[s])[i];
-    out[i] = acc;
-  }
-}
-
-template <>
-void OrderedSum<half_t>(const std::vector<const void*>& srcs, void* dst, int64_t n) {
-  constexpr int64_t kBlock = 1024;
-  float acc[kBlock];
-  const size_t k = srcs.size();
-  auto* out = static_cast<uint16_t*>(dst);
-  for (int64_t b = 0; b < n; b += kBlock) {
-    const int64_t m = std::min(kBlock, n - b);
-    const auto* s0 = static_cast<const uint16_t*>(srcs[0]) + b;
-    for (int64_t i = 0; i < m; ++i) acc[i] = HalfToFloat(s0[i]);
-    for (size_t s = 1; s < k; ++s) {
-      const auto* p = static_cast<const uint16_t*>(srcs[s]) + b;
-      for (int64_t i = 0; i < m; ++i) acc[i] += HalfToFloat(p[i]);
-    }
-    for (int64_t i = 0; i < m; ++i) out[b + i] = FloatToHalf(acc[i]);
-  }
-}
-
-// Sums block-wise so that the accumulation of big float arrays stays in cache: for each
-// block, src 0 is copied and srcs 1..k-1 are added in order (same order per element as
-// OrderedSum, vectorisable inner loops).
-template <typename T>
-void BlockedSum(const std::vector<const void*>& srcs, void* dst, int64_t n) {
-  constexpr int64_t kBlock = 4096;
-  T* out = static_cast<T*>(dst);
-  for (int64_t b = 0; b < n; b += kBlock) {
-    const int64_t m = std::min(kBlock, n - b);
-    std::memcpy(out + b, static_cast<const T*>(srcs[0]) + b, static_cast<size_t>(m) * sizeof(T));
-    for (size_t s = 1; s < srcs.size(); ++s) {
-      const T* p = static_cast<const T*>(srcs[s]) + b;
-      T* o = out + b;
-      for (int64_t i = 0; i < m; ++i) o[i] += p[i];
-    }
-  }
-}
-
-void SumInOrder(int dtype, const std::vector<const void*>& srcs, void* dst, int64_t n) {
-  switch (dtype) {
-    case KV_FLOAT32: BlockedSum<float>(srcs, dst, n); break;
-    case KV_FLOAT64: BlockedSum<double>(srcs, dst, n); break;
-    case KV_FLOAT16: OrderedSum<half_t>(srcs, dst, n); break;
-    case KV_UINT8: OrderedSum<uint8_t>(srcs, dst, n); break;
-    case KV_INT32: OrderedSum<int32_t>(srcs, dst, n); break;
-    case KV_INT64: OrderedSum<int64_t>(srcs, dst, n); break;
-    default: KV_FAIL(KV_ERR_INTERNAL, "unknown dtype %d", dtype);
-  }
-}
 
 class Server {
  public:
@@ -478,15 +417,18 @@ void Server::Update(KeyState* k, Array* recv, Array* target) {
 }
 
 void Server::RunRound(KeyState* k) {
-  // ZeroMQ may deliver small messages inside its receive buffer at any byte offset; such
-  // payloads are copied to aligned scratch before they are read as elements.
+  // Sources in rank order 0..W-1; CpuReduceSum adds them in exactly that order, so the
+  // round's bits do not depend on arrival order. ZeroMQ may deliver small messages inside
+  // its receive buffer at any byte offset; such payloads are copied to aligned scratch
+  // before they are read as elements.
   std::vector<const void*> srcs;
   std::vector<std::vector<double>> aligned;
   aligned.reserve(k->fifo.size());
   srcs.reserve(k->fifo.size());
+  const size_t esize = DTypeSize(k->dtype);
   for (auto& q : k->fifo) {
     const zmq::message_t& p = q.front().payload;
-    if (reinterpret_cast<uintptr_t>(p.data()) % alignof(double) == 0) {
+    if (reinterpret_cast<uintptr_t>(p.data()) % esize == 0) {
       srcs.push_back(p.data());
     } else {
       aligned.emplace_back((p.size() + sizeof(double) - 1) / sizeof(double));
@@ -494,22 +436,26 @@ void Server::RunRound(KeyState* k) {
       srcs.push_back(aligned.back().data());
     }
   }
+  zmq::message_t& first = k->fifo[0].front().payload;
+  const int num_srcs = static_cast<int>(srcs.size());
   int status = 0;
   std::string msg;
   try {
     const bool has_updater = hooks_->updater || (k->is_str && hooks_->str_updater);
     std::shared_ptr<SharedBuf> target;
-    if (!has_updater && k->fifo.size() == 1) {
-      // One worker, assign: the received message becomes the stored value, no copy.
+    if (!has_updater && srcs[0] == first.data()) {
+      // Assign: the sum is accumulated into worker 0's received message, which becomes the
+      // stored value (no copy; with one worker nothing is added).
+      if (num_srcs > 1) CpuReduceSum(srcs.data(), num_srcs, first.data(), k->count, k->dtype);
       target = std::make_shared<SharedBuf>();
-      target->msg = std::move(k->fifo[0].front().payload);
+      target->msg = std::move(first);
     } else if (!has_updater) {
       target = TakeTarget(k);
-      SumInOrder(k->dtype, srcs, target->array->data(), k->count);
+      CpuReduceSum(srcs.data(), num_srcs, target->array->data(), k->count, k->dtype);
     } else {
       target = TakeTarget(k);
       if (!k->merged) k->merged = Array::Create({k->count}, k->dtype, Context{});
-      SumInOrder(k->dtype, srcs, k->merged->data(), k->count);
+      CpuReduceSum(srcs.data(), num_srcs, k->merged->data(), k->count, k->dtype);
       std::memcpy(target->array->data(), k->stored->data(), k->stored->size());
       Update(k, k->merged.get(), target->array.get());
     }
