@@ -106,6 +106,7 @@ Config Config::Load() {
   c.bigarray_bound = EnvInt("KVSTORE_BIGARRAY_BOUND", 1000000, 1, kMaxBound, false);
   c.bigarray_bound = EnvInt("MXNET_KVSTORE_BIGARRAY_BOUND", c.bigarray_bound, 1, kMaxBound, false);
   c.timeout_sec = EnvDouble("KVSTORE_TIMEOUT_SEC", 60);
+  c.io_threads = static_cast<int>(EnvInt("KVSTORE_IO_THREADS", 0, 0, 64, false));
   // ps-lite's names are honoured when positive; ours win when both are set.
   double ps_int = EnvDouble("PS_HEARTBEAT_INTERVAL", 0);
   double ps_to = EnvDouble("PS_HEARTBEAT_TIMEOUT", 0);
@@ -122,6 +123,12 @@ Config Config::Load() {
 
 std::string Config::SchedulerEndpoint() const {
   return "tcp://" + root_uri + ":" + std::to_string(root_port);
+}
+
+int Config::IoThreads() const {
+  if (io_threads > 0) return io_threads;
+  const int peers = role == Role::kServer ? num_workers : role == Role::kWorker ? num_servers : 1;
+  return std::max(1, std::min(peers, 4));
 }
 
 void SetLogPrefix(const std::string& prefix) {

@@ -59,9 +59,14 @@ struct Config {
   double timeout_sec = 60;           // KVSTORE_TIMEOUT_SEC; 0 = wait forever
   double heartbeat_interval_sec = 1; // KVSTORE_HEARTBEAT_INTERVAL_SEC / PS_HEARTBEAT_INTERVAL
   double heartbeat_timeout_sec = 10; // KVSTORE_HEARTBEAT_TIMEOUT_SEC / PS_HEARTBEAT_TIMEOUT
+  int io_threads = 0;                // KVSTORE_IO_THREADS; 0 = IoThreads() decides
 
   static Config Load();
   std::string SchedulerEndpoint() const;
+  // ZeroMQ I/O threads of this node: KVSTORE_IO_THREADS when set, else one per peer stream
+  // (servers: workers; workers: servers) up to 4. ZeroMQ spreads a socket's connections over
+  // its I/O threads, so a server receives several workers' pushes in parallel.
+  int IoThreads() const;
 };
 
 // ---------------------------------------------------------------------------------------

@@ -62,7 +62,7 @@ struct KeyState {
 class Server {
  public:
   Server(const Config& cfg, ServerHooks* hooks)
-      : cfg_(cfg), hooks_(hooks), ctx_(1), sock_(ctx_, zmq::socket_type::router),
+      : cfg_(cfg), hooks_(hooks), ctx_(cfg.IoThreads()), sock_(ctx_, zmq::socket_type::router),
         sched_(ctx_, zmq::socket_type::dealer) {}
 
   void Run();

@@ -243,7 +243,7 @@ class WorkerStore : public Store {
 
 WorkerStore::WorkerStore(const std::string& type, const Config& cfg)
     : Store(type), cfg_(cfg), sync_(type.find("_async") == std::string::npos),
-      ctx_(1), sched_(ctx_, zmq::socket_type::dealer) {
+      ctx_(cfg.IoThreads()), sched_(ctx_, zmq::socket_type::dealer) {
   comm_ = type.find("device") != std::string::npos ? CreateDeviceComm() : CreateCpuComm();
   ConfigureSocket(sched_);
   JoinResult j = JoinJob(sched_, cfg_, 0);
