@@ -948,8 +948,11 @@ void WorkerStore::SendOne(OutMsg& m) {
     outstanding_.emplace(id, o);
   }
   zmq::socket_t& sock = m.dest < 0 ? sched_ : servers_[static_cast<size_t>(m.dest)];
-  if (cfg_.verbose >= 2) Log("send %s to %s", MsgTypeName(m.h.type),
-                             m.dest < 0 ? "scheduler" : NodeName(Role::kServer, m.dest).c_str());
+  if (cfg_.verbose >= 2) {
+    Log("send %s%s%s to %s", MsgTypeName(m.h.type), m.op ? " of key " : "",
+        m.op ? m.op->meta->display.c_str() : "",
+        m.dest < 0 ? "the scheduler" : NodeName(Role::kServer, m.dest).c_str());
+  }
   if (!SendMessage(sock, nullptr, m.h, m.str, m.payload) && needs_reply) {
     Outstanding failed = std::move(outstanding_[id]);
     outstanding_.erase(id);

@@ -27,7 +27,17 @@
  *                   within the timeout with an error naming worker 2 (prints SURVIVOR_OK).
  *   killed_server   server 1 dies (SIGKILL, from its controller) while a command is in
  *                   flight; every worker must get PEER_DEAD naming server 1 for keys it
- *                   owns, while keys of server 0 keep working (prints SURVIVOR_OK).
+ *                   owns, while keys of server 0 keep working (prints SURVIVOR_OK); a
+ *                   zero-copy push to the dead server does not block writers of its array.
+ *   zerocopy R      values of at least 64 KiB travel without copies (pushes read the
+ *                   caller's array after the call returned, pulls adopt the received
+ *                   buffer): R rounds checking that a write right after a push waits for
+ *                   it, that an array freed right after its push is still sent, that an
+ *                   output whose data pointer was handed out keeps that pointer and gets
+ *                   the value, pushpull into its own value, and a push of a pulled array.
+ *   priority        with the pull window full, a later high-priority pull leaves before
+ *                   the earlier low-priority ones (observed in the worker's PS_VERBOSE=2
+ *                   send log, captured from its own stderr).
  *
  * Prints "PASS <scenario> rank R" and exits 0 on success; exits 1 with a message otherwise.
  */
@@ -475,6 +485,10 @@ static int KilledServer(KVStoreHandle kv) {
   KVArrayHandle v[2] = {NewArray(16, KV_FLOAT32), NewArray(16, KV_FLOAT32)};
   KVArrayHandle o[2] = {NewArray(16, KV_FLOAT32), NewArray(16, KV_FLOAT32)};
   OK(KVStoreInit(kv, 2, keys, v));
+  /* Key 7 (odd: server 1), 80 KiB: pushed without a copy. */
+  const int big_key = 7;
+  KVArrayHandle big = NewArray(20000, KV_FLOAT32);
+  OK(KVStoreInit(kv, 1, &big_key, &big));
   OK(KVStorePush(kv, 2, keys, v, 0));
   OK(KVStorePull(kv, 2, keys, o, 0));
   OK(KVStoreWaitAll(kv));
@@ -504,6 +518,19 @@ static int KilledServer(KVStoreHandle kv) {
   CHECK(rc == KV_ERR_PEER_DEAD, "pull from a dead server: %s %s", KVErrorName(rc), KVGetLastError());
   CHECK(strstr(KVGetLastError(), "server 1") != NULL, "error does not name server 1: %s",
         KVGetLastError());
+  /* A zero-copy push (>= 64 KiB) of a key that lives on the dead server: writing or
+   * freeing its value must not wait for the network. */
+  const double t1 = Now();
+  rc = KVStorePush(kv, 1, &big_key, &big, 0);
+  if (rc == 0) {
+    FillValue(big, 7.0);
+    OK(KVArrayFree(big));
+    rc = KVStoreWaitAll(kv);
+  } else {
+    KVArrayFree(big);
+  }
+  CHECK(rc == KV_ERR_PEER_DEAD, "push to a dead server: %s %s", KVErrorName(rc), KVGetLastError());
+  CHECK(Now() - t1 < 5.0, "a zero-copy push to a dead server held its array for %.1f s", Now() - t1);
   printf("SURVIVOR_OK rank %d after %.2f s: %s: %s\n", g_rank, Now() - t0, KVErrorName(rc),
          KVGetLastError());
   fflush(stdout);
@@ -511,6 +538,112 @@ static int KilledServer(KVStoreHandle kv) {
   KVArrayFree(v[1]);
   KVArrayFree(o[0]);
   KVArrayFree(o[1]);
+  return 0;
+}
+
+static int ZeroCopy(KVStoreHandle kv, int rounds) {
+  int n = 0;
+  OK(KVStoreGetGroupSize(kv, &n));
+  const int64_t len = 1 << 16; /* 256 KiB of float32: above the zero-copy bound */
+  const int keys[2] = {21, 22};
+  KVArrayHandle v = NewArray(len, KV_FLOAT32), o = NewArray(len, KV_FLOAT32);
+  KVArrayHandle exposed = NewArray(len, KV_FLOAT32);
+  KVArrayHandle init[2] = {v, o};
+  OK(KVStoreInit(kv, 2, keys, init));
+  float* pinned = NULL;
+  OK(KVArrayGetData(exposed, (void**)&pinned));
+  for (int r = 0; r < rounds; ++r) {
+    const double sum = n * (n + 1) / 2.0 * (r + 1);
+    /* A write right after the push waits until the push has read the value. */
+    FillValue(v, (g_rank + 1.0) * (r + 1));
+    OK(KVStorePush(kv, 1, &keys[0], &v, 0));
+    FillValue(v, -1000.0);
+    OK(KVStorePull(kv, 1, &keys[0], &o, 0));
+    ExpectAll(o, sum, "pull after a push whose value was overwritten", r);
+    /* An array freed right after its push: the push still sends its value. */
+    KVArrayHandle tmp = NewArray(len, KV_FLOAT32);
+    FillValue(tmp, (g_rank + 1.0) * (r + 1));
+    OK(KVStorePush(kv, 1, &keys[1], &tmp, 0));
+    OK(KVArrayFree(tmp));
+    /* An output whose data pointer was handed out keeps it and receives the value. */
+    OK(KVStorePull(kv, 1, &keys[1], &exposed, 0));
+    OK(KVArrayWaitToRead(exposed));
+    float* again = NULL;
+    OK(KVArrayGetData(exposed, (void**)&again));
+    CHECK(again == pinned, "the data pointer of an exposed output moved (%p -> %p)", (void*)pinned,
+          (void*)again);
+    for (int64_t i = 0; i < len; ++i) {
+      CHECK(pinned[i] == sum, "round %d: exposed output element %lld is %g, expected %g", r,
+            (long long)i, pinned[i], sum);
+    }
+    /* Pushpull into its own value, then a push of an array that received a pull. */
+    FillValue(v, (g_rank + 1.0) * (r + 1));
+    OK(KVStorePushPull(kv, 1, &keys[0], &v, 1, &keys[0], &v, 0));
+    ExpectAll(v, sum, "pushpull into its own value", r);
+    OK(KVStorePull(kv, 1, &keys[1], &o, 0));
+    ExpectAll(o, sum, "pull into an output", r);
+    FillValue(o, (g_rank + 1.0) * (r + 1)); /* writes the adopted buffer in place */
+    OK(KVStorePush(kv, 1, &keys[1], &o, 0));
+    OK(KVStorePull(kv, 1, &keys[1], &o, 0));
+    ExpectAll(o, sum, "push of a pulled array", r);
+    OK(KVStoreBarrier(kv));
+  }
+  KVArrayFree(v);
+  KVArrayFree(o);
+  KVArrayFree(exposed);
+  return 0;
+}
+
+/* Position of the first line of `log` containing `needle`, or -1. */
+static long FindLine(const char* log, const char* needle) {
+  const char* at = strstr(log, needle);
+  return at == NULL ? -1 : (long)(at - log);
+}
+
+static int Priority(KVStoreHandle kv) {
+  /* 4 MiB values: two pulls fill the 8 MiB pull window, the rest wait in the send queue. */
+  enum { K = 8 };
+  const int64_t len = 1 << 20;
+  int keys[K + 1];
+  KVArrayHandle v[K + 1];
+  for (int i = 0; i <= K; ++i) {
+    keys[i] = 30 + i;
+    v[i] = NewArray(len, KV_FLOAT32);
+  }
+  OK(KVStoreInit(kv, K + 1, keys, v));
+  /* Capture this process's log lines (the worker logs each send at PS_VERBOSE=2). */
+  char path[] = "/tmp/kvstore-priority-XXXXXX";
+  const int fd = mkstemp(path);
+  CHECK(fd >= 0, "mkstemp failed");
+  fflush(stderr);
+  const int saved = dup(2);
+  CHECK(saved >= 0 && dup2(fd, 2) >= 0, "cannot redirect stderr");
+  for (int i = 0; i < K; ++i) OK(KVStorePull(kv, 1, &keys[i], &v[i], 0));
+  OK(KVStorePull(kv, 1, &keys[K], &v[K], 10));
+  for (int i = 0; i <= K; ++i) OK(KVArrayWaitToRead(v[i]));
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  char* log = calloc(1, 1 << 20);
+  const ssize_t got = pread(fd, log, (1 << 20) - 1, 0);
+  close(fd);
+  unlink(path);
+  CHECK(got > 0, "no send log was captured (PS_VERBOSE=2 not set?)");
+  fputs(log, stderr);
+  char needle[64];
+  snprintf(needle, sizeof needle, "send PULL of key %d ", keys[K]);
+  const long high = FindLine(log, needle);
+  CHECK(high >= 0, "the high-priority pull was not logged");
+  /* The first two pulls left at once; every later low-priority one must leave after it. */
+  for (int i = 2; i < K; ++i) {
+    snprintf(needle, sizeof needle, "send PULL of key %d ", keys[i]);
+    const long low = FindLine(log, needle);
+    CHECK(low >= 0, "pull of key %d was not logged", keys[i]);
+    CHECK(high < low, "the priority-10 pull of key %d left after the priority-0 pull of key %d",
+          keys[K], keys[i]);
+  }
+  free(log);
+  for (int i = 0; i <= K; ++i) KVArrayFree(v[i]);
   return 0;
 }
 
@@ -529,7 +662,7 @@ static int Controller(int head, const char* body, void* user_data) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: %s sync|async|assign|async_assign|crossed|determinism|api|killed|killed_server ...\n", argv[0]);
+    fprintf(stderr, "usage: %s sync|async|assign|async_assign|crossed|determinism|api|killed|killed_server|zerocopy|priority ...\n", argv[0]);
     return 2;
   }
   const char* scenario = argv[1];
@@ -567,6 +700,10 @@ int main(int argc, char** argv) {
     rc = Killed(kv);
   } else if (strcmp(scenario, "killed_server") == 0) {
     rc = KilledServer(kv);
+  } else if (strcmp(scenario, "zerocopy") == 0) {
+    rc = ZeroCopy(kv, argc > 2 ? atoi(argv[2]) : 3);
+  } else if (strcmp(scenario, "priority") == 0) {
+    rc = Priority(kv);
   } else {
     CHECK(0, "unknown scenario %s", scenario);
   }
