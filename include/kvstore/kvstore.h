@@ -24,7 +24,14 @@
  *    one store from many threads at once: operations on one key are serialised in call order
  *    per thread, operations on different keys proceed in parallel. Array functions on one
  *    array are not synchronised with each other: do not write an array from one thread while
- *    another thread reads or writes it (the store itself never holds on to caller arrays).
+ *    another thread reads or writes it. In-process stores never hold on to caller arrays.
+ *  - Asynchronous arrays (distributed stores). A pull writes its outputs after the call
+ *    returned: every function that reads or writes such an output waits for it first. A push
+ *    of a single CPU value of 64 KiB or more sends the caller's bytes without copying them,
+ *    reading the array after the call returned: until that push is answered, functions that
+ *    write the array wait for it, and KVArrayFree hands the memory over to the push instead
+ *    of waiting. Memory written through a KVArrayGetData pointer is not tracked: call
+ *    KVArrayGetData (or KVStoreWaitAll) again before writing through it after such a push.
  *  - Keys. A store uses int keys (functions without suffix) or string keys (the *Str twins),
  *    fixed by the first call that names a key; using the other kind afterwards returns
  *    KV_ERR_KEY_KIND_MISMATCH naming the key.
@@ -139,7 +146,9 @@ KVSTORE_API int KVArrayCreate(const int64_t* shape, int ndim, int dtype, int dev
                               int dev_id, KVArrayHandle* out);
 
 /* Releases an array. NULL is accepted. Returns 0. The array must not be in use by another
- * call at the same time. */
+ * call at the same time. A pending pull into the array is waited for (its error dropped); a
+ * distributed push still reading it keeps the memory alive until it is sent, without making
+ * this call wait. */
 KVSTORE_API int KVArrayFree(KVArrayHandle array);
 
 /* Number of dimensions. Errors: NULL_POINTER. */
@@ -168,8 +177,11 @@ KVSTORE_API size_t KVDTypeSize(int dtype);
 
 /* Address of the element data of a CPU array, for zero-copy access from bindings (numpy,
  * NIO buffers). The pointer stays valid until the array is freed; the caller must respect
- * the threading rule above. Waits for pending asynchronous writes first (see
- * KVArrayWaitToRead). Errors: NULL_POINTER, DEVICE (the array is not on the CPU). */
+ * the threading rule above. Waits for pending asynchronous writes (see
+ * KVArrayWaitToRead) and for distributed pushes still reading the array, so the memory may
+ * be written once it returns. The pointer never changes afterwards (a later pull copies
+ * into it rather than handing the array a received buffer). Errors: NULL_POINTER, DEVICE
+ * (the array is not on the CPU). */
 KVSTORE_API int KVArrayGetData(KVArrayHandle array, void** out_data);
 
 /* Copies exactly `nbytes` bytes of host memory into the array. `nbytes` must equal the
