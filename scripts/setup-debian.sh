@@ -1,7 +1,8 @@
 #!/bin/sh
 # Installs everything kvstore builds and tests with, from Debian 12's packages. The CUDA
 # toolkit is optional and not a Debian package: when /usr/local/cuda/bin/nvcc exists the
-# build also compiles the GPU paths.
+# build also compiles the GPU paths. openssh-server is only run by the ssh launcher test,
+# as a private sshd on a loopback port with its own keys.
 set -eu
 if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
 export DEBIAN_FRONTEND=noninteractive
@@ -12,5 +13,6 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   swig openjdk-17-jdk-headless scala clojure \
   perl pdl \
   python3 python3-dev python3-numpy python3-pytest python3-setuptools python3-pip python3-sklearn \
+  openssh-client openssh-server \
   >/dev/null
 echo "setup-debian: packages installed"

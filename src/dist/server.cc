@@ -3,8 +3,9 @@
 //
 // One thread does everything (the one that called KVStoreRunServer): it polls the ROUTER
 // that workers talk to and the DEALER to the scheduler. There is no hand-off between
-// threads on the request path, which matters on small machines where waking a thread
-// costs ~50 us.
+// threads of ours on the request path, which matters on small machines where waking a
+// thread costs ~50 us; ZeroMQ's I/O threads (one per worker, Config::IoThreads) receive
+// the workers' streams in parallel.
 //
 // Sync rounds. Each key keeps one FIFO of requests per worker rank, in arrival order (a
 // worker's requests on one connection arrive in the order it sent them). A pull at the
@@ -19,8 +20,11 @@
 // Async. Each push is merged on arrival: updater(key, pushed, &stored), or stored =
 // pushed when no updater is set (documented default; the server never dies for it).
 //
-// Replies that carry values reference the stored buffer without copying; an update never
-// writes a buffer that ZeroMQ may still be sending (copy-on-write through SharedBuf).
+// Copies. Replies that carry values reference the stored buffer without copying; an update
+// never writes a buffer that ZeroMQ may still be sending (copy-on-write through SharedBuf).
+// Without an updater a round's sum accumulates in place in worker 0's received message,
+// which becomes the stored value, so a push costs the transport's copies plus one summing
+// pass over W inputs (none for one worker).
 #include <algorithm>
 #include <cstring>
 #include <deque>

@@ -1,10 +1,12 @@
 // worker.cc - the worker side of the distributed stores (KVStoreCreate("dist_*") in a
 // process whose DMLC_ROLE is worker).
 //
-// Threads. Application threads validate, sum their devices' values (Comm::Reduce) into a
-// per-key send buffer, and queue requests; one I/O thread owns every socket, sends the
-// queue in priority order, receives replies and completes operations. Application
-// threads never touch a socket; the I/O thread never blocks on anything but zmq_poll.
+// Threads. Application threads validate, prepare each push's payload (TakePayload: the
+// caller's own array for one large CPU value, otherwise a per-key send buffer that the
+// devices' values are summed or copied into), and queue requests; one I/O thread owns every
+// socket, sends the queue in priority order, receives replies and completes operations.
+// Application threads never touch a socket; the I/O thread never blocks on anything but
+// zmq_poll.
 //
 // Ordering. The send queue is ordered by (priority desc, sequence asc) but requests of one
 // key leave in the order they were queued: popping a request first sends the older
@@ -12,9 +14,11 @@
 // in send order, and it answers a pull only after that worker's earlier pushes of the key
 // were applied, so a pull always observes the worker's previous pushes.
 //
-// Pending writes. Pull/pushpull call BeginPendingWrite on every output before returning;
-// the I/O thread copies each reply part into place and calls EndPendingWrite (with the
-// error, if any) once every part arrived. Readers of the outputs wait for it.
+// Pending writes and reads. Pull/pushpull call BeginPendingWrite on every output before
+// returning; the I/O thread copies each reply part into place (or hands a whole reply to
+// the output, AdoptReply) and calls EndPendingWrite (with the error, if any) once every
+// part arrived. Readers of the outputs wait for it. A zero-copy push holds a pending read
+// on its value until the op completes (FinishOp); writers of the value wait for it.
 //
 // Deadlines. Every request carries a deadline (the round timeout plus the heartbeat
 // timeout plus slack): a server that never answers fails the request with TIMEOUT naming

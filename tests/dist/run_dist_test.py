@@ -12,12 +12,18 @@ CASE:
   garbage      like run, with PORT/TEST_SERVER_PORT set to a free port for the one server
   launcher-fail  a worker exits 3: the launcher must return 3 and stop the rest quickly
   ssh-dry-run  check the ssh command construction
+  ssh          a real job over ssh: a private sshd on a free loopback port (own host and
+               client keys, nothing outside a temporary directory is touched); launch -n W
+               -s S --launcher ssh with --ssh-cmd 'ssh -F CONFIG'; require exit 0 and one
+               PASS line per worker. Exits 77 (skipped) when /usr/sbin/sshd is missing.
 Every launch is bounded by --max-sec; a hang is a failure.
 """
 
 import argparse
 import os
 import re
+import shlex
+import shutil
 import socket
 import subprocess
 import sys
@@ -175,9 +181,75 @@ def main():
                 raise SystemExit("FAIL: %s: arguments are not quoted: %s" % (label, line))
         if not lines.get("scheduler", "").startswith("env "):
             raise SystemExit("FAIL: the scheduler must run locally: %s" % lines.get("scheduler"))
+    elif a.case == "ssh":
+        run_over_ssh(a, cmd)
     else:
         raise SystemExit("unknown case %s" % a.case)
     print("OK %s" % a.case)
+
+
+def run_over_ssh(a, cmd):
+    sshd = "/usr/sbin/sshd"
+    if not os.access(sshd, os.X_OK):
+        print("SKIP: %s is not installed (Debian package openssh-server)" % sshd)
+        raise SystemExit(77)
+    tmp = tempfile.mkdtemp(prefix="kvstore-ssh-")
+    for name in ("host_key", "client_key"):
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f",
+                        os.path.join(tmp, name)], check=True)
+    with open(os.path.join(tmp, "client_key.pub")) as f, \
+            open(os.path.join(tmp, "authorized_keys"), "w") as out:
+        out.write(f.read())
+    port = free_port()
+    with open(os.path.join(tmp, "sshd_config"), "w") as f:
+        f.write("Port %d\nListenAddress 127.0.0.1\nHostKey %s/host_key\n"
+                "AuthorizedKeysFile %s/authorized_keys\nPasswordAuthentication no\n"
+                "KbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\n"
+                "UsePAM no\nStrictModes no\nPidFile %s/sshd.pid\n" % (port, tmp, tmp, tmp))
+    with open(os.path.join(tmp, "ssh_config"), "w") as f:
+        f.write("Host 127.0.0.1\n  Port %d\n  IdentityFile %s/client_key\n"
+                "  IdentitiesOnly yes\n  UserKnownHostsFile /dev/null\n  StrictHostKeyChecking no\n"
+                "  LogLevel ERROR\n"
+                % (port, tmp))
+    with open(os.path.join(tmp, "hosts"), "w") as f:
+        f.write("127.0.0.1\n")
+    if os.geteuid() == 0:
+        os.makedirs("/run/sshd", mode=0o755, exist_ok=True)  # privilege separation dir
+    daemon = subprocess.Popen([sshd, "-D", "-e", "-f", os.path.join(tmp, "sshd_config")],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        ssh_cmd = "ssh -F %s" % os.path.join(tmp, "ssh_config")
+        deadline = time.monotonic() + 10
+        while subprocess.run(shlex.split(ssh_cmd) + ["-o", "BatchMode=yes", "127.0.0.1", "true"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode:
+            if daemon.poll() is not None or time.monotonic() > deadline:
+                out = daemon.communicate()[0].decode(errors="replace") if daemon.poll() is not None else ""
+                raise SystemExit("FAIL: the test sshd did not accept a login: %s" % out)
+            time.sleep(0.2)
+        argv = [sys.executable, a.launcher, "-n", str(a.workers), "-s", str(a.servers),
+                "--launcher", "ssh", "-H", os.path.join(tmp, "hosts"), "--ssh-cmd", ssh_cmd,
+                "--root-uri", "127.0.0.1"]
+        for e in a.env:
+            argv += ["--env", e]
+        if a.server_cmd:
+            argv += ["--server-cmd", a.server_cmd]
+        argv += ["--"] + cmd
+        try:
+            p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               timeout=a.max_sec)
+        except subprocess.TimeoutExpired as e:
+            sys.stdout.write((e.stdout or b"").decode(errors="replace"))
+            raise SystemExit("FAIL: the ssh job did not finish within %.0f s" % a.max_sec)
+        out = p.stdout.decode(errors="replace")
+        sys.stdout.write(out)
+        expect_pass(a, p.returncode, out)
+    finally:
+        daemon.terminate()
+        try:
+            daemon.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            daemon.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":
