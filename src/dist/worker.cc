@@ -175,6 +175,12 @@ class WorkerStore : public Store {
   // values; all or nothing: on failure the buffers already taken are released.
   template <typename Groups, typename MetaOf, typename ValsOf>
   std::vector<std::shared_ptr<SharedBuf>> GatherAll(const Groups& groups, MetaOf meta_of, ValsOf vals_of);
+  // StartDataOp for every group with its payload; when one fails, the payloads of the groups
+  // not started yet are released (ops already queued go on) and the error is rethrown.
+  template <typename Groups, typename MetaOf, typename OutsOf>
+  void StartAll(MsgType type, const Groups& groups,
+                const std::vector<std::shared_ptr<SharedBuf>>& bufs, MetaOf meta_of,
+                OutsOf outs_of, int priority);
   void Enqueue(std::vector<OutMsg>& msgs, int priority);
   void StartDataOp(MsgType type, KeyMeta* m, std::shared_ptr<SharedBuf> payload,
                    std::vector<Array*> outs, const std::shared_ptr<Waiter>& waiter, int priority);
@@ -510,48 +516,71 @@ std::vector<std::shared_ptr<SharedBuf>> WorkerStore::GatherAll(const Groups& gro
   return bufs;
 }
 
+// Builds and queues one operation. Everything that can fail (allocations) happens before
+// any side effect: on failure the op's payload reference is released and no output was
+// marked pending, so nothing is left waiting for an op that never started.
 void WorkerStore::StartDataOp(MsgType type, KeyMeta* m, std::shared_ptr<SharedBuf> payload,
                               std::vector<Array*> outs, const std::shared_ptr<Waiter>& waiter,
                               int priority) {
-  auto op = std::make_shared<Op>();
-  op->type = type;
-  op->meta = m;
-  op->remaining = static_cast<int>(m->parts.size());
-  op->payload = std::move(payload);
-  op->outs = std::move(outs);
-  op->waiter = waiter;
-  bool need_staging = false;
-  for (Array* o : op->outs) need_staging |= !o->ctx().is_cpu();
-  if (need_staging) op->staging = Array::Create({m->size}, m->dtype, Context{});
-  for (Array* o : op->outs) o->BeginPendingWrite();
+  std::shared_ptr<Op> op;
   std::vector<OutMsg> msgs;
-  const size_t esize = DTypeSize(m->dtype);
-  for (const PartPlan& p : m->parts) {
-    OutMsg om;
-    om.dest = p.server;
-    om.h = Header(type);
-    om.h.flags = (m->is_str ? kFlagStrKey : 0u) | (sync_ ? kFlagSync : 0u);
-    om.h.key = m->is_str ? 0 : m->int_key;
-    om.h.offset = p.offset;
-    om.h.count = p.count;
-    om.h.total = m->size;
-    om.h.dtype = m->dtype;
-    if (m->is_str) om.str = m->name;
-    if (type != MsgType::kPull && p.count > 0) {
-      om.payload.buf = op->payload;
-      om.payload.offset_bytes = static_cast<size_t>(p.offset) * esize;
-      om.payload.nbytes = static_cast<size_t>(p.count) * esize;
+  try {
+    op = std::make_shared<Op>();
+    op->type = type;
+    op->meta = m;
+    op->remaining = static_cast<int>(m->parts.size());
+    op->payload = payload;
+    op->outs = std::move(outs);
+    op->waiter = waiter;
+    bool need_staging = false;
+    for (Array* o : op->outs) need_staging |= !o->ctx().is_cpu();
+    if (need_staging) op->staging = Array::Create({m->size}, m->dtype, Context{});
+    const size_t esize = DTypeSize(m->dtype);
+    for (const PartPlan& p : m->parts) {
+      OutMsg om;
+      om.dest = p.server;
+      om.h = Header(type);
+      om.h.flags = (m->is_str ? kFlagStrKey : 0u) | (sync_ ? kFlagSync : 0u);
+      om.h.key = m->is_str ? 0 : m->int_key;
+      om.h.offset = p.offset;
+      om.h.count = p.count;
+      om.h.total = m->size;
+      om.h.dtype = m->dtype;
+      if (m->is_str) om.str = m->name;
+      if (type != MsgType::kPull && p.count > 0) {
+        om.payload.buf = op->payload;
+        om.payload.offset_bytes = static_cast<size_t>(p.offset) * esize;
+        om.payload.nbytes = static_cast<size_t>(p.count) * esize;
+      }
+      om.op = op;
+      om.part = p;
+      om.order_key = m->order_id;
+      msgs.push_back(std::move(om));
     }
-    om.op = op;
-    om.part = p;
-    om.order_key = m->order_id;
-    msgs.push_back(std::move(om));
+  } catch (...) {
+    if (payload) ReleaseOpRef(m, *payload);
+    throw;
   }
+  for (Array* o : op->outs) o->BeginPendingWrite();
   {
     std::lock_guard<std::mutex> lock(mu_);
     ++inflight_ops_;
   }
   Enqueue(msgs, priority);
+}
+
+template <typename Groups, typename MetaOf, typename OutsOf>
+void WorkerStore::StartAll(MsgType type, const Groups& groups,
+                           const std::vector<std::shared_ptr<SharedBuf>>& bufs, MetaOf meta_of,
+                           OutsOf outs_of, int priority) {
+  for (size_t i = 0; i < groups.size(); ++i) {
+    try {
+      StartDataOp(type, meta_of(groups[i]), bufs[i], outs_of(groups[i]), nullptr, priority);
+    } catch (...) {
+      for (size_t j = i + 1; j < groups.size(); ++j) ReleaseOpRef(meta_of(groups[j]), *bufs[j]);
+      throw;
+    }
+  }
 }
 
 void WorkerStore::Enqueue(std::vector<OutMsg>& msgs, int priority) {
@@ -598,9 +627,8 @@ void WorkerStore::Push(const KeyList& keys, const Array* const* vals, int priori
   // Values are copied now, so the caller may reuse them as soon as push returns.
   std::vector<std::shared_ptr<SharedBuf>> bufs =
       GatherAll(groups, [](const auto& g) { return g.first; }, [](const auto& g) -> const auto& { return g.second; });
-  for (size_t i = 0; i < groups.size(); ++i) {
-    StartDataOp(MsgType::kPush, groups[i].first, bufs[i], {}, nullptr, priority);
-  }
+  StartAll(MsgType::kPush, groups, bufs, [](const auto& g) { return g.first; },
+           [](const auto&) { return std::vector<Array*>(); }, priority);
 }
 
 void WorkerStore::Pull(const KeyList& keys, Array* const* outs, int priority) {
@@ -674,9 +702,8 @@ void WorkerStore::PushPull(const KeyList& vkeys, const Array* const* vals, const
   }
   std::vector<std::shared_ptr<SharedBuf>> bufs =
       GatherAll(groups, [](const Group& g) { return g.m; }, [](const Group& g) -> const auto& { return g.vals; });
-  for (size_t i = 0; i < groups.size(); ++i) {
-    StartDataOp(MsgType::kPushPull, groups[i].m, bufs[i], groups[i].outs, nullptr, priority);
-  }
+  StartAll(MsgType::kPushPull, groups, bufs, [](const Group& g) { return g.m; },
+           [](const Group& g) { return g.outs; }, priority);
 }
 
 void WorkerStore::ControlToScheduler(MsgType type, int arg, int64_t key,
