@@ -180,7 +180,8 @@ std::string ValidateHeader(const WireHeader& h, size_t frames_after_header,
 
 // Payloads of at least this many bytes travel without a copy on the sending side (below it,
 // copying is cheaper than ZeroMQ's release round trip); received payloads this large may
-// become an array's storage on workers (pulls) and servers (assigned pushes).
+// be kept as they are: as an output's storage on workers (pulls) and as the stored value on
+// servers (assigned pushes).
 constexpr size_t kZeroCopyMinBytes = 64u << 10;
 
 // Payload of an outgoing message: either a copy or a zero-copy reference to a buffer that

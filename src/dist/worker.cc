@@ -624,7 +624,8 @@ void WorkerStore::Push(const KeyList& keys, const Array* const* vals, int priori
       else it->second.push_back(v);
     }
   }
-  // Values are copied now, so the caller may reuse them as soon as push returns.
+  // Small values are copied now; large CPU values are read in place until the push completes
+  // (their writers wait, see TakePayload).
   std::vector<std::shared_ptr<SharedBuf>> bufs =
       GatherAll(groups, [](const auto& g) { return g.first; }, [](const auto& g) -> const auto& { return g.second; });
   StartAll(MsgType::kPush, groups, bufs, [](const auto& g) { return g.first; },
@@ -1050,8 +1051,6 @@ void WorkerStore::HandleReply(int server, Message& m) {
   CompletePart(o, m.h.status, m.str, &m);
 }
 
-// Completes one part of an operation (or one control request). `reply` is the server's
-// reply for successful pulls and pushpulls.
 // A whole-value reply for a single CPU output becomes the output's storage instead of
 // being copied into it, unless the output's data pointer was handed out (KVArrayGetData).
 // On refusal the payload is left in `reply`.
@@ -1062,6 +1061,9 @@ bool WorkerStore::AdoptReply(Array* out, Message* reply) {
   reply->payload = std::move(*holder);
   return false;
 }
+
+// Completes one part of an operation (or one control request). `reply` is the server's
+// reply for successful pulls and pushpulls.
 
 void WorkerStore::CompletePart(Outstanding& o, int status, const std::string& msg,
                                Message* reply) {
