@@ -3,7 +3,8 @@
 #  1. the default configuration (CUDA paths compiled and linked when nvcc exists; GPU tests
 #     skip themselves without a GPU) with every binding: the whole ctest suite;
 #  2. the core, unit and distributed suites again under ASan+UBSan;
-#  3. the threaded stress test under TSan.
+#  3. the threaded stress tests under TSan, with the distributed cases whose threads hand
+#     arrays to each other (zero-copy push/pull, a killed server, a sync job).
 # Usage: scripts/run-tests.sh [build-root]   (default: ./build-ci)
 set -eu
 cd "$(dirname "$0")/.."
@@ -32,5 +33,12 @@ cmake -S . -B "$root/tsan" -DCMAKE_BUILD_TYPE=Debug -DKVSTORE_SANITIZE=thread \
   -DKVSTORE_USE_CUDA=OFF -DKVSTORE_BUILD_BINDINGS=OFF -DKVSTORE_BUILD_BENCH=OFF \
   -DKVSTORE_BUILD_EXAMPLES=OFF -DPython3_EXECUTABLE=$py >/dev/null
 cmake --build "$root/tsan" -j"$jobs" --target test_capi_threads test_capi_store test_unit_reduce
-TSAN_OPTIONS=halt_on_error=1 ctest --test-dir "$root/tsan" --output-on-failure -R 'capi_threads|capi_store|unit_reduce'
+tsan_tests='capi_threads|capi_store|unit_reduce'
+if grep -qs dist_zerocopy "$root/tsan/tests/dist/CTestTestfile.cmake"; then
+  cmake --build "$root/tsan" -j"$jobs" --target dist_worker kvstore-server
+  tsan_tests="$tsan_tests|dist_zerocopy|dist_sync_w2_s2\$|dist_killed_server"
+fi
+# Debian's libzmq is not instrumented: its internal synchronisation is suppressed.
+TSAN_OPTIONS="halt_on_error=1 suppressions=$PWD/tests/dist/tsan.supp" \
+  ctest --test-dir "$root/tsan" --output-on-failure -R "$tsan_tests" --timeout 600
 echo "run-tests: all suites passed"
