@@ -1,0 +1,70 @@
+#!/usr/bin/python3
+"""run_matrix.py - the distributed benchmark over every configuration, several times.
+
+    cd build && python3 ../bench/dist/run_matrix.py [--runs 3] [--configs 1x1,1x2,2x1,2x2]
+        [--reps 5] [--seconds 0.3] [--sizes 4K,64K,1M,16M,64M]
+
+Runs `kvstore-launch -n W -s S -- bench/dist/dist_bench ...` for each configuration, `--runs`
+times in rounds (every configuration once per round, so slow phases of a shared machine hit
+all of them), prints each run's table as dist_bench printed it, then one Markdown table of
+the per-cell medians of the runs' ratios with the smallest and largest run in brackets.
+Run from the build directory (it uses tools/kvstore-launch and bench/dist/dist_bench there).
+"""
+
+import argparse
+import statistics
+import subprocess
+import sys
+
+COLUMNS = ("push", "pull", "pushpull")
+
+
+def parse(out):
+    """{size: (push_ratio, pull_ratio, pushpull_ratio)} from dist_bench's table."""
+    rows = {}
+    for line in out.splitlines():
+        line = line.split("] ", 1)[-1] if line.startswith("[worker 0]") else line
+        cells = [c.split() for c in line.split("|")]
+        if len(cells) < 5 or not cells[0] or cells[0][-1] not in ("KiB", "MiB"):
+            continue
+        size = " ".join(cells[0])
+        rows[size] = tuple(float(cells[i][1]) for i in (2, 3, 4))
+    return rows
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--configs", default="1x1,1x2,2x1,2x2")
+    p.add_argument("--reps", default="5")
+    p.add_argument("--seconds", default="0.3")
+    p.add_argument("--sizes", default="4K,64K,1M,16M,64M")
+    a = p.parse_args()
+    configs = [tuple(int(x) for x in c.split("x")) for c in a.configs.split(",")]
+    results = {c: [] for c in configs}
+    for run in range(a.runs):
+        for w, s in configs:
+            argv = [sys.executable, "tools/kvstore-launch", "-n", str(w), "-s", str(s), "--",
+                    "bench/dist/dist_bench", "--seconds", a.seconds, "--reps", a.reps,
+                    "--sizes", a.sizes]
+            out = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                 check=True, timeout=1800).stdout.decode(errors="replace")
+            print("=== run %d W=%d S=%d" % (run + 1, w, s))
+            for line in out.splitlines():
+                if line.startswith("[worker 0]"):
+                    print(line.split("] ", 1)[1])
+            sys.stdout.flush()
+            results[(w, s)].append(parse(out))
+    print("\n| W x S | size | push / 1-way | pull / 1-way | pushpull / echo |")
+    print("|---|---|---|---|---|")
+    for (w, s), runs in results.items():
+        for size in runs[0]:
+            cells = []
+            for col in range(len(COLUMNS)):
+                vals = [r[size][col] for r in runs if size in r]
+                cells.append("%.2f [%.2f-%.2f]" % (statistics.median(vals), min(vals), max(vals)))
+            print("| %d x %d | %s | %s |" % (w, s, size, " | ".join(cells)))
+
+
+if __name__ == "__main__":
+    main()
