@@ -165,6 +165,10 @@ class WorkerStore : public Store {
  private:
   // Application side.
   KeyMeta* FindKey(const KeyList& keys, int i);
+  template <typename A>
+  std::vector<std::pair<KeyMeta*, std::vector<A*>>> GroupByKey(const KeyList& keys,
+                                                               A* const* arrays, const char* op,
+                                                               const char* noun);
   void CheckKind(const KeyList& keys);
   std::string KeyId(const KeyList& keys, int i) const;
   std::shared_ptr<SharedBuf> TakePayload(KeyMeta* m, Array* lender);
@@ -603,26 +607,39 @@ void WorkerStore::Enqueue(std::vector<OutMsg>& msgs, int priority) {
   }
 }
 
+// Checks every array against its key's shape and dtype and groups the arrays by key, keys
+// in first-appearance order (the order their operations are queued in); linear in the
+// number of arrays. Called under mu_.
+template <typename A>
+std::vector<std::pair<KeyMeta*, std::vector<A*>>> WorkerStore::GroupByKey(const KeyList& keys,
+                                                                         A* const* arrays,
+                                                                         const char* op,
+                                                                         const char* noun) {
+  std::vector<std::pair<KeyMeta*, std::vector<A*>>> groups;
+  std::unordered_map<const KeyMeta*, size_t> index;
+  for (int i = 0; i < keys.size; ++i) {
+    KeyMeta* m = FindKey(keys, i);
+    A* a = arrays[i];
+    KV_CHECK(a->shape() == m->shape, KV_ERR_SHAPE_MISMATCH,
+             "%s of key %s: the %s has shape %s, the stored value %s", op, m->display.c_str(), noun,
+             ShapeToString(a->shape()).c_str(), ShapeToString(m->shape).c_str());
+    KV_CHECK(a->dtype() == m->dtype, KV_ERR_DTYPE_MISMATCH,
+             "%s of key %s: the %s is %s, the stored value %s", op, m->display.c_str(), noun,
+             DTypeName(a->dtype()), DTypeName(m->dtype));
+    auto added = index.emplace(m, groups.size());
+    if (added.second) groups.push_back({m, {a}});
+    else groups[added.first->second].second.push_back(a);
+  }
+  return groups;
+}
+
 void WorkerStore::Push(const KeyList& keys, const Array* const* vals, int priority) {
   ThrowAsyncError();
   std::vector<std::pair<KeyMeta*, std::vector<const Array*>>> groups;
   {
     std::lock_guard<std::mutex> lock(mu_);
     CheckKind(keys);
-    for (int i = 0; i < keys.size; ++i) {
-      KeyMeta* m = FindKey(keys, i);
-      const Array* v = vals[i];
-      KV_CHECK(v->shape() == m->shape, KV_ERR_SHAPE_MISMATCH,
-               "push of key %s: the value has shape %s, the stored value %s", m->display.c_str(),
-               ShapeToString(v->shape()).c_str(), ShapeToString(m->shape).c_str());
-      KV_CHECK(v->dtype() == m->dtype, KV_ERR_DTYPE_MISMATCH,
-               "push of key %s: the value is %s, the stored value %s", m->display.c_str(),
-               DTypeName(v->dtype()), DTypeName(m->dtype));
-      auto it = std::find_if(groups.begin(), groups.end(),
-                             [&](const auto& g) { return g.first == m; });
-      if (it == groups.end()) groups.push_back({m, {v}});
-      else it->second.push_back(v);
-    }
+    groups = GroupByKey(keys, vals, "push", "value");
   }
   // Small values are copied now; large CPU values are read in place until the push completes
   // (their writers wait, see TakePayload).
@@ -638,20 +655,7 @@ void WorkerStore::Pull(const KeyList& keys, Array* const* outs, int priority) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     CheckKind(keys);
-    for (int i = 0; i < keys.size; ++i) {
-      KeyMeta* m = FindKey(keys, i);
-      Array* o = outs[i];
-      KV_CHECK(o->shape() == m->shape, KV_ERR_SHAPE_MISMATCH,
-               "pull of key %s: the output has shape %s, the stored value %s", m->display.c_str(),
-               ShapeToString(o->shape()).c_str(), ShapeToString(m->shape).c_str());
-      KV_CHECK(o->dtype() == m->dtype, KV_ERR_DTYPE_MISMATCH,
-               "pull of key %s: the output is %s, the stored value %s", m->display.c_str(),
-               DTypeName(o->dtype()), DTypeName(m->dtype));
-      auto it = std::find_if(groups.begin(), groups.end(),
-                             [&](const auto& g) { return g.first == m; });
-      if (it == groups.end()) groups.push_back({m, {o}});
-      else it->second.push_back(o);
-    }
+    groups = GroupByKey(keys, outs, "pull", "output");
   }
   for (auto& g : groups) StartDataOp(MsgType::kPull, g.first, nullptr, g.second, nullptr, priority);
 }
@@ -671,30 +675,18 @@ void WorkerStore::PushPull(const KeyList& vkeys, const Array* const* vals, const
     CheckKind(okeys);
     KV_CHECK(vkeys.size == 0 || okeys.size == 0 || vkeys.kind == okeys.kind,
              KV_ERR_KEY_KIND_MISMATCH, "pushpull mixes int and string keys");
-    for (int i = 0; i < vkeys.size; ++i) {
-      KeyMeta* m = FindKey(vkeys, i);
-      const Array* v = vals[i];
-      KV_CHECK(v->shape() == m->shape && v->dtype() == m->dtype,
-               v->dtype() != m->dtype ? KV_ERR_DTYPE_MISMATCH : KV_ERR_SHAPE_MISMATCH,
-               "pushpull of key %s: the value is %s%s, the stored value %s%s", m->display.c_str(),
-               DTypeName(v->dtype()), ShapeToString(v->shape()).c_str(), DTypeName(m->dtype),
-               ShapeToString(m->shape).c_str());
-      auto it = std::find_if(groups.begin(), groups.end(), [&](const Group& g) { return g.m == m; });
-      if (it == groups.end()) groups.push_back({m, {v}, {}});
-      else it->vals.push_back(v);
+    auto pushed = GroupByKey(vkeys, vals, "pushpull", "value");
+    auto pulled = GroupByKey(okeys, outs, "pushpull", "output");
+    std::unordered_map<const KeyMeta*, size_t> index;
+    for (auto& g : pushed) {
+      index.emplace(g.first, groups.size());
+      groups.push_back({g.first, std::move(g.second), {}});
     }
-    for (int i = 0; i < okeys.size; ++i) {
-      KeyMeta* m = FindKey(okeys, i);
-      Array* o = outs[i];
-      KV_CHECK(o->shape() == m->shape && o->dtype() == m->dtype,
-               o->dtype() != m->dtype ? KV_ERR_DTYPE_MISMATCH : KV_ERR_SHAPE_MISMATCH,
-               "pushpull of key %s: the output is %s%s, the stored value %s%s",
-               m->display.c_str(), DTypeName(o->dtype()), ShapeToString(o->shape()).c_str(),
-               DTypeName(m->dtype), ShapeToString(m->shape).c_str());
-      auto it = std::find_if(groups.begin(), groups.end(), [&](const Group& g) { return g.m == m; });
-      KV_CHECK(it != groups.end(), KV_ERR_INVALID_ARGUMENT,
-               "pushpull: output key %s is not among the pushed keys", m->display.c_str());
-      it->outs.push_back(o);
+    for (auto& g : pulled) {
+      auto it = index.find(g.first);
+      KV_CHECK(it != index.end(), KV_ERR_INVALID_ARGUMENT,
+               "pushpull: output key %s is not among the pushed keys", g.first->display.c_str());
+      groups[it->second].outs = std::move(g.second);
     }
     for (const Group& g : groups) {
       KV_CHECK(!g.outs.empty(), KV_ERR_INVALID_ARGUMENT,
