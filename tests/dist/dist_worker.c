@@ -35,9 +35,9 @@
  *                   it, that an array freed right after its push is still sent, that an
  *                   output whose data pointer was handed out keeps that pointer and gets
  *                   the value, pushpull into its own value, and a push of a pulled array.
- *   priority        with the pull window full, a later high-priority pull leaves before
- *                   the earlier low-priority ones (observed in the worker's PS_VERBOSE=2
- *                   send log, captured from its own stderr).
+ *   priority        with the pull window full (two 32 MiB pulls), a later high-priority
+ *                   pull leaves before the earlier low-priority ones (observed in the
+ *                   worker's PS_VERBOSE=2 send log, captured from its own stderr).
  *
  * Prints "PASS <scenario> rank R" and exits 0 on success; exits 1 with a message otherwise.
  */
@@ -601,14 +601,14 @@ static long FindLine(const char* log, const char* needle) {
 }
 
 static int Priority(KVStoreHandle kv) {
-  /* 4 MiB values: two pulls fill the 8 MiB pull window, the rest wait in the send queue. */
+  /* Two 32 MiB pulls fill the 8 MiB pull window for as long as their replies take to arrive
+   * (tens of ms), far longer than queueing the small pulls behind them takes. */
   enum { K = 8 };
-  const int64_t len = 1 << 20;
   int keys[K + 1];
   KVArrayHandle v[K + 1];
   for (int i = 0; i <= K; ++i) {
     keys[i] = 30 + i;
-    v[i] = NewArray(len, KV_FLOAT32);
+    v[i] = NewArray(i < 2 ? (int64_t)1 << 23 : 1024, KV_FLOAT32);
   }
   OK(KVStoreInit(kv, K + 1, keys, v));
   /* Capture this process's log lines (the worker logs each send at PS_VERBOSE=2). */
