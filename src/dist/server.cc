@@ -84,7 +84,7 @@ class Server {
   void RunRound(KeyState* k);
   void ApplyAsync(KeyState* k, Req& r);
   std::shared_ptr<SharedBuf> TakeTarget(KeyState* k);
-  bool Adoptable(const zmq::message_t& payload) const;
+  static bool Adoptable(const KeyState& k, const zmq::message_t& payload);
   void Update(KeyState* k, Array* recv, Array* target);
   void FailQueuedPushes(KeyState* k, int code, const std::string& why);
   void CheckRoundTimeouts();
@@ -405,10 +405,11 @@ void Server::Progress(KeyState* k) {
 
 // Whether a received payload may become a stored value as it is. Small messages may live
 // inside a ZeroMQ receive chunk shared with other messages (keeping one would pin the whole
-// chunk) and at any byte offset; they are copied into an array of the key instead.
-bool Server::Adoptable(const zmq::message_t& payload) const {
+// chunk) and at any byte offset; they are copied into an array of the key instead. (The
+// same rule as Array::AdoptStorage: large, and aligned for the dtype.)
+bool Server::Adoptable(const KeyState& k, const zmq::message_t& payload) {
   return payload.size() >= kZeroCopyMinBytes &&
-         reinterpret_cast<uintptr_t>(payload.data()) % alignof(double) == 0;
+         reinterpret_cast<uintptr_t>(payload.data()) % DTypeSize(k.dtype) == 0;
 }
 
 std::shared_ptr<SharedBuf> Server::TakeTarget(KeyState* k) {
@@ -456,7 +457,7 @@ void Server::RunRound(KeyState* k) {
   try {
     const bool has_updater = hooks_->updater || (k->is_str && hooks_->str_updater);
     std::shared_ptr<SharedBuf> target;
-    if (!has_updater && srcs[0] == first.data() && Adoptable(first)) {
+    if (!has_updater && Adoptable(*k, first)) {
       // Assign: the sum is accumulated into worker 0's received message, which becomes the
       // stored value (no copy; with one worker nothing is added).
       if (num_srcs > 1) CpuReduceSum(srcs.data(), num_srcs, first.data(), k->count, k->dtype);
@@ -494,7 +495,7 @@ void Server::ApplyAsync(KeyState* k, Req& r) {
   try {
     const bool has_updater = hooks_->updater || (k->is_str && hooks_->str_updater);
     std::shared_ptr<SharedBuf> target;
-    if (!has_updater && Adoptable(r.payload)) {
+    if (!has_updater && Adoptable(*k, r.payload)) {
       // Documented default: with no updater an async server assigns the pushed value (the
       // received message is adopted, no copy).
       target = std::make_shared<SharedBuf>();
