@@ -1,24 +1,26 @@
 // dist_bench - throughput and latency of the distributed store over loopback, next to raw
 // ZeroMQ measured in the same run.
 //
-//   kvstore-launch -n W -s S --server-cmd kvstore-server -- dist_bench
+//   kvstore-launch -n W -s S -- dist_bench
 //       [--sizes 4K,64K,1M,16M,64M] [--seconds 0.5] [--window 8] [--reps 3]
 //       [--ops push,pull,pushpull]
 //
-// Per size, `reps` repetitions alternate raw ZeroMQ (worker 0 only) and the store, so that
-// both see the same machine load (this matters on a shared 2-vCPU VM):
-//   raw      a child process (this program re-executed with --zmq-peer) runs a PULL sink
-//            and a ROUTER echo; worker 0 sends zero-copy messages: one-way PUSH (n
-//            messages then a SYNC/ACK round trip) and DEALER request/reply with `window`
-//            requests in flight; plus the median round trip of one request.
-//   store    one key of that many bytes (float32, dist_sync, no optimizer), every worker:
-//            push      n pushes (they return at once), then WaitAll
-//            pull      n pulls round-robin into `window` outputs, then WaitToRead
-//            pushpull  n pushpulls likewise
-//            latency   (<= 64 KiB) one synchronous push (push + WaitAll) / pull (+ WaitToRead)
-// GB/s = 1e9 B/s per worker; pushpull and the echo count both directions. Ratios: the job's
-// aggregate (W x per-worker) for push and pull against one-way ZeroMQ, for pushpull against
-// the echo; medians of per-repetition ratios.
+// Raw ZeroMQ is measured in the store's topology: worker 0 starts one sink process per
+// server (this program re-executed with --zmq-sink), and every worker moves the same bytes to
+// the same places as the store would (a key below the big-array bound to one sink, a larger
+// one cut into one part per sink), with ZeroMQ I/O threads as the store's nodes get:
+//   push      n pushes of one float32 key (they return at once), then WaitAll
+//             raw: n one-way messages per part, then a SYNC/ACK round trip per sink
+//   pull      n pulls round-robin into `window` outputs, then WaitToRead
+//             raw: n GET requests per part, `window` in flight, each answered with the part
+//   pushpull  n pushpulls likewise          raw: n echoes per part, `window` in flight
+//   latency   (<= 64 KiB) one synchronous push (push + WaitAll) / pull (+ WaitToRead), and
+//             one raw echo round trip of the same size (worker 0 to sink 0)
+// Per size and repetition, each store operation is timed right next to its raw counterpart
+// (3 batches each, a batch from one barrier of all workers to the next), so that both see the
+// same machine load; which of the two goes first alternates. GB/s = 1e9 B/s per worker;
+// pushpull and echo count both directions. A ratio is raw time over store time for the same
+// bytes; medians of the per-repetition ratios.
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -60,142 +62,206 @@ double Median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// Runs `body(n)` (n operations) in batches until each batch takes >= seconds; returns the
-// median seconds per operation over 3 batches.
-template <typename F>
-double TimePerOp(double seconds, int window, F body) {
-  int n = window;
-  for (;;) {  // calibrate
-    const double t0 = Now();
-    body(n);
-    const double dt = Now() - t0;
-    if (dt >= seconds / 4 || n >= (1 << 20)) break;
-    n *= 2;
-  }
-  std::vector<double> per_op;
-  for (int b = 0; b < 3; ++b) {
-    const double t0 = Now();
-    int done = 0;
-    while (Now() - t0 < seconds) {
-      body(n);
-      done += n;
-    }
-    per_op.push_back((Now() - t0) / done);
-  }
-  return Median(per_op);
-}
-
-// ---- raw ZeroMQ -------------------------------------------------------------------------
+// ---- raw ZeroMQ in the store's topology -------------------------------------------------
 
 void FreeNothing(void*, void*) {}
 
-// The peer process: a PULL sink that answers "SYNC" with "ACK" on a second connection
-// (so the sender knows every earlier message arrived), and a ROUTER that echoes requests.
-int ZmqPeer(const char* data_ep, const char* ack_ep, const char* echo_ep) {
-  zmq::context_t ctx(1);
-  zmq::socket_t pull(ctx, zmq::socket_type::pull), ack(ctx, zmq::socket_type::push),
-      echo(ctx, zmq::socket_type::router);
-  for (zmq::socket_t* s : {&pull, &ack, &echo}) {
-    s->set(zmq::sockopt::rcvhwm, 0);
-    s->set(zmq::sockopt::sndhwm, 0);
-  }
-  pull.connect(data_ep);
-  ack.connect(ack_ep);
-  echo.connect(echo_ep);
-  zmq::pollitem_t items[2] = {{static_cast<void*>(pull), 0, ZMQ_POLLIN, 0},
-                              {static_cast<void*>(echo), 0, ZMQ_POLLIN, 0}};
-  for (;;) {
-    zmq::poll(items, 2, std::chrono::milliseconds(-1));
-    if (items[0].revents & ZMQ_POLLIN) {
-      zmq::message_t m;
-      (void)pull.recv(m);
-      if (m.size() == 4 && std::memcmp(m.data(), "STOP", 4) == 0) return 0;
-      if (m.size() == 4 && std::memcmp(m.data(), "SYNC", 4) == 0) {
-        ack.send(zmq::str_buffer("ACK"), zmq::send_flags::none);
-      }
-    }
-    if (items[1].revents & ZMQ_POLLIN) {
-      zmq::message_t id, m;
-      (void)echo.recv(id);
-      (void)echo.recv(m);
-      echo.send(id, zmq::send_flags::sndmore);
-      echo.send(m, zmq::send_flags::none);  // the same bytes back, no copy
-    }
-  }
-}
+constexpr char kGet[4] = {'G', 'E', 'T', '\0'};  // + uint64 size: "send me that many bytes"
 
-struct RawResult {
-  double oneway_gbs;
-  double echo_gbs;
-  double rtt_us;  // one request/reply of `bytes` each way, median
-};
-
-// Raw ZeroMQ over loopback with zero-copy sends, in a separate process like the store's
-// nodes: one-way PUSH->PULL (n messages, then a SYNC/ACK round trip), and a DEALER->ROUTER
-// echo with `window` requests in flight.
-RawResult MeasureRaw(const char* self, size_t bytes, double seconds, int window) {
-  zmq::context_t ctx(1);
-  zmq::socket_t push(ctx, zmq::socket_type::push), ack(ctx, zmq::socket_type::pull),
-      dealer(ctx, zmq::socket_type::dealer);
-  for (zmq::socket_t* s : {&push, &ack, &dealer}) {
+// A sink stands in for one server: this program re-executed with --zmq-sink MAX IO, started
+// by worker 0, one per server. It binds two ROUTER sockets on 127.0.0.1 and prints their
+// ports on stdout. "data": one-way messages are dropped, "SYNC" is answered "ACK" (so a
+// sender knows every earlier message arrived), GET+size is answered with that many bytes
+// (zero-copy from one buffer); "echo": every message goes back as it came (no copy).
+// IO is the number of ZeroMQ I/O threads, as a server gets (one per worker).
+int ZmqSink(size_t max_bytes, int io_threads) {
+  zmq::context_t ctx(io_threads);
+  zmq::socket_t data(ctx, zmq::socket_type::router), echo(ctx, zmq::socket_type::router);
+  std::vector<char> buf(max_bytes, 1);
+  for (zmq::socket_t* s : {&data, &echo}) {
     s->set(zmq::sockopt::rcvhwm, 0);
     s->set(zmq::sockopt::sndhwm, 0);
     s->bind("tcp://127.0.0.1:*");
   }
-  std::string eps[3] = {push.get(zmq::sockopt::last_endpoint), ack.get(zmq::sockopt::last_endpoint),
-                        dealer.get(zmq::sockopt::last_endpoint)};
-  std::vector<char> buf(bytes, 1);
+  auto port = [](zmq::socket_t& s) {
+    const std::string ep = s.get(zmq::sockopt::last_endpoint);
+    return std::atoi(ep.c_str() + ep.rfind(':') + 1);
+  };
+  std::printf("%d %d\n", port(data), port(echo));
+  std::fflush(stdout);
+  zmq::pollitem_t items[2] = {{static_cast<void*>(data), 0, ZMQ_POLLIN, 0},
+                              {static_cast<void*>(echo), 0, ZMQ_POLLIN, 0}};
+  for (;;) {
+    zmq::poll(items, 2, std::chrono::milliseconds(-1));
+    for (;;) {
+      zmq::message_t id, m;
+      if (!data.recv(id, zmq::recv_flags::dontwait)) break;
+      (void)data.recv(m);
+      if (m.size() == 4 && std::memcmp(m.data(), "STOP", 4) == 0) return 0;
+      if (m.size() == 4 && std::memcmp(m.data(), "SYNC", 4) == 0) {
+        data.send(id, zmq::send_flags::sndmore);
+        data.send(zmq::str_buffer("ACK"), zmq::send_flags::none);
+      } else if (m.size() == sizeof(kGet) + 8 && std::memcmp(m.data(), kGet, sizeof(kGet)) == 0) {
+        uint64_t n = 0;
+        std::memcpy(&n, m.data<char>() + sizeof(kGet), 8);
+        data.send(id, zmq::send_flags::sndmore);
+        zmq::message_t r(buf.data(), std::min<size_t>(n, buf.size()), &FreeNothing, nullptr);
+        data.send(r, zmq::send_flags::none);
+      }
+    }
+    for (;;) {
+      zmq::message_t id, m;
+      if (!echo.recv(id, zmq::recv_flags::dontwait)) break;
+      (void)echo.recv(m);
+      echo.send(id, zmq::send_flags::sndmore);
+      echo.send(m, zmq::send_flags::none);
+    }
+  }
+}
+
+// Starts a sink and reads its two ports from its stdout.
+pid_t SpawnSink(const char* self, size_t max_bytes, int io_threads, int ports[2]) {
+  int fds[2];
+  if (pipe(fds) != 0) {
+    std::perror("pipe");
+    std::exit(1);
+  }
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+  posix_spawn_file_actions_addclose(&fa, fds[0]);
+  std::string a0 = self, a1 = "--zmq-sink", a2 = std::to_string(max_bytes),
+              a3 = std::to_string(io_threads);
+  char* argv[] = {&a0[0], &a1[0], &a2[0], &a3[0], nullptr};
   pid_t pid;
-  std::string a0 = self, a1 = "--zmq-peer";
-  char* argv[] = {&a0[0], &a1[0], &eps[0][0], &eps[1][0], &eps[2][0], nullptr};
-  if (posix_spawn(&pid, self, nullptr, nullptr, argv, environ) != 0) {
+  if (posix_spawn(&pid, self, &fa, nullptr, argv, environ) != 0) {
     std::perror("posix_spawn");
     std::exit(1);
   }
-  auto sync = [&] {
-    push.send(zmq::str_buffer("SYNC"), zmq::send_flags::none);
-    zmq::message_t r;
-    (void)ack.recv(r);
-  };
-  sync();
-  RawResult res{};
-  const double oneway = TimePerOp(seconds, window, [&](int n) {
-    for (int i = 0; i < n; ++i) {
-      zmq::message_t m(buf.data(), bytes, &FreeNothing, nullptr);
-      push.send(m, zmq::send_flags::none);
+  posix_spawn_file_actions_destroy(&fa);
+  close(fds[1]);
+  FILE* f = fdopen(fds[0], "r");
+  if (f == nullptr || std::fscanf(f, "%d %d", &ports[0], &ports[1]) != 2) {
+    std::fprintf(stderr, "dist_bench: a ZeroMQ sink did not report its ports\n");
+    std::exit(1);
+  }
+  std::fclose(f);
+  return pid;
+}
+
+// Where the store puts a key of `elems` elements (DISTRIBUTED.md, "Placement"): below the
+// big-array bound on server key mod S, otherwise cut into S even parts, one per server.
+struct Part {
+  int sink;
+  size_t offset, bytes;
+};
+std::vector<Part> Placement(int key, size_t elems, size_t esize, int num_sinks, int64_t bound) {
+  std::vector<Part> parts;
+  if (static_cast<int64_t>(elems) < bound || num_sinks == 1) {
+    parts.push_back({key % num_sinks, 0, elems * esize});
+    return parts;
+  }
+  for (int i = 0; i < num_sinks; ++i) {
+    const size_t b = elems * i / num_sinks, e = elems * (i + 1) / num_sinks;
+    parts.push_back({i, b * esize, (e - b) * esize});
+  }
+  return parts;
+}
+
+// A worker's connections to every sink, with ZeroMQ I/O threads as the store's worker gets
+// (one per server, at most 4). The three exchanges mirror the store's operations part by
+// part: one-way (push), GET request/reply (pull), echo (pushpull); `window` operations in
+// flight for the last two, as the benchmark keeps for the store.
+class RawPeers {
+ public:
+  RawPeers(const std::vector<int>& ports, int num_sinks)
+      : ctx_(std::min(num_sinks, 4)) {
+    for (int s = 0; s < num_sinks; ++s) {
+      data_.emplace_back(ctx_, zmq::socket_type::dealer);
+      echo_.emplace_back(ctx_, zmq::socket_type::dealer);
+      for (zmq::socket_t* sock : {&data_.back(), &echo_.back()}) {
+        sock->set(zmq::sockopt::rcvhwm, 0);
+        sock->set(zmq::sockopt::sndhwm, 0);
+        sock->set(zmq::sockopt::linger, 0);
+      }
+      data_.back().connect("tcp://127.0.0.1:" + std::to_string(ports[2 * s]));
+      echo_.back().connect("tcp://127.0.0.1:" + std::to_string(ports[2 * s + 1]));
     }
-    sync();
-  });
-  const double echo = TimePerOp(seconds, window, [&](int n) {
+  }
+
+  void OneWay(const char* buf, const std::vector<Part>& parts, int n) {
+    for (int i = 0; i < n; ++i) {
+      for (const Part& p : parts) {
+        zmq::message_t m(const_cast<char*>(buf) + p.offset, p.bytes, &FreeNothing, nullptr);
+        data_[static_cast<size_t>(p.sink)].send(m, zmq::send_flags::none);
+      }
+    }
+    for (const Part& p : parts) data_[static_cast<size_t>(p.sink)].send(zmq::str_buffer("SYNC"), zmq::send_flags::none);
+    for (const Part& p : parts) {
+      zmq::message_t r;
+      (void)data_[static_cast<size_t>(p.sink)].recv(r);
+    }
+  }
+
+  // n operations of one request per part, `window` operations in flight.
+  void RequestReply(bool echo, const char* buf, const std::vector<Part>& parts, int n, int window) {
+    std::vector<zmq::socket_t>& socks = echo ? echo_ : data_;
+    const int per_op = static_cast<int>(parts.size());
+    const int total = n * per_op;
     int sent = 0, got = 0;
-    while (got < n) {
-      while (sent < n && sent - got < window) {
-        zmq::message_t m(buf.data(), bytes, &FreeNothing, nullptr);
-        dealer.send(m, zmq::send_flags::none);
+    std::vector<zmq::pollitem_t> items;  // split parts go to distinct sinks
+    std::vector<zmq::socket_t*> polled;
+    for (const Part& p : parts) {
+      polled.push_back(&socks[static_cast<size_t>(p.sink)]);
+      items.push_back({static_cast<void*>(*polled.back()), 0, ZMQ_POLLIN, 0});
+    }
+    while (got < total) {
+      while (sent < total && sent - got < window * per_op) {
+        const Part& p = parts[static_cast<size_t>(sent % per_op)];
+        zmq::socket_t& s = socks[static_cast<size_t>(p.sink)];
+        if (echo) {
+          zmq::message_t m(const_cast<char*>(buf) + p.offset, p.bytes, &FreeNothing, nullptr);
+          s.send(m, zmq::send_flags::none);
+        } else {
+          char req[sizeof(kGet) + 8];
+          const uint64_t want = p.bytes;
+          std::memcpy(req, kGet, sizeof(kGet));
+          std::memcpy(req + sizeof(kGet), &want, 8);
+          s.send(zmq::const_buffer(req, sizeof(req)), zmq::send_flags::none);
+        }
         ++sent;
       }
-      zmq::message_t r;
-      (void)dealer.recv(r);
-      ++got;
+      zmq::poll(items.data(), items.size(), std::chrono::milliseconds(-1));
+      for (size_t i = 0; i < items.size(); ++i) {
+        if (!(items[i].revents & ZMQ_POLLIN)) continue;
+        zmq::message_t r;
+        while (polled[i]->recv(r, zmq::recv_flags::dontwait)) ++got;
+      }
     }
-  });
-  std::vector<double> rtt;
-  for (int i = 0; i < 50; ++i) {
-    const double t0 = Now();
-    zmq::message_t m(buf.data(), bytes, &FreeNothing, nullptr);
-    dealer.send(m, zmq::send_flags::none);
-    zmq::message_t r;
-    (void)dealer.recv(r);
-    rtt.push_back((Now() - t0) * 1e6);
   }
-  res.oneway_gbs = bytes / oneway / 1e9;
-  res.echo_gbs = 2.0 * bytes / echo / 1e9;
-  res.rtt_us = Median(rtt);
-  push.send(zmq::str_buffer("STOP"), zmq::send_flags::none);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return res;
-}
+
+  // Median round trip of one request of `bytes` to sink 0's echo, microseconds.
+  double RoundTripUs(const char* buf, size_t bytes) {
+    std::vector<double> rtt;
+    for (int i = 0; i < 50; ++i) {
+      const double t0 = Now();
+      zmq::message_t m(const_cast<char*>(buf), bytes, &FreeNothing, nullptr);
+      echo_[0].send(m, zmq::send_flags::none);
+      zmq::message_t r;
+      (void)echo_[0].recv(r);
+      rtt.push_back((Now() - t0) * 1e6);
+    }
+    return Median(rtt);
+  }
+
+  void StopSinks() {
+    for (auto& s : data_) s.send(zmq::str_buffer("STOP"), zmq::send_flags::none);
+  }
+
+ private:
+  zmq::context_t ctx_;
+  std::vector<zmq::socket_t> data_, echo_;
+};
 
 size_t ParseSize(const std::string& s) {
   char* end = nullptr;
@@ -217,7 +283,9 @@ std::string SizeName(size_t b) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc == 5 && std::strcmp(argv[1], "--zmq-peer") == 0) return ZmqPeer(argv[2], argv[3], argv[4]);
+  if (argc == 4 && std::strcmp(argv[1], "--zmq-sink") == 0) {
+    return ZmqSink(static_cast<size_t>(std::atoll(argv[2])), std::atoi(argv[3]));
+  }
   std::vector<size_t> sizes = {4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20};
   double seconds = 0.5;
   int window = 8;
@@ -256,20 +324,59 @@ int main(int argc, char** argv) {
   int rank = 0, n = 0;
   OK(KVStoreGetRank(kv, &rank));
   OK(KVStoreGetGroupSize(kv, &n));
-  if (rank == 0) {
-    std::printf("dist_bench: %d worker(s), %s server(s), window %d, %d repetitions\n", n,
-                std::getenv("DMLC_NUM_SERVER"), window, reps);
-    std::printf("%-7s| %-6s %-6s| %-6s %-5s| %-6s %-5s| %-6s %-5s| %-5s %-5s| %-5s\n", "size",
-                "zmq1w", "zmqecho", "push", "ratio", "pull", "ratio", "pspl", "ratio",
-                "pushL", "pullL", "zmqL");
+  const char* ns = std::getenv("DMLC_NUM_SERVER");
+  const int num_servers = std::max(1, ns ? std::atoi(ns) : 1);
+  int64_t bound = 1000000;  // the store's big-array bound, read as the store reads it
+  for (const char* var : {"KVSTORE_BIGARRAY_BOUND", "MXNET_KVSTORE_BIGARRAY_BOUND"}) {
+    if (const char* v = std::getenv(var)) bound = std::atoll(v);
   }
+
+  // Worker 0 starts one ZeroMQ sink per server; the sinks' ports reach every worker through
+  // the store itself (init by rank 0, then a pull).
+  const size_t max_bytes = *std::max_element(sizes.begin(), sizes.end());
+  std::vector<pid_t> sinks;
+  std::vector<double> port_values(static_cast<size_t>(2 * num_servers), 0.0);
+  if (rank == 0) {
+    for (int s = 0; s < num_servers; ++s) {
+      int ports[2];
+      sinks.push_back(SpawnSink(argv[0], max_bytes, n, ports));
+      port_values[static_cast<size_t>(2 * s)] = ports[0];
+      port_values[static_cast<size_t>(2 * s + 1)] = ports[1];
+    }
+  }
+  {
+    const int ports_key = 1 << 20;
+    const int64_t len = 2 * num_servers;
+    KVArrayHandle pa = nullptr;
+    OK(KVArrayCreate(&len, 1, KV_FLOAT64, KV_CPU, 0, &pa));
+    OK(KVArrayCopyFromHost(pa, port_values.data(), port_values.size() * sizeof(double)));
+    OK(KVStoreInit(kv, 1, &ports_key, &pa));
+    OK(KVStorePull(kv, 1, &ports_key, &pa, 0));
+    OK(KVArrayCopyToHost(pa, port_values.data(), port_values.size() * sizeof(double)));
+    OK(KVArrayFree(pa));
+  }
+  std::vector<int> ports(port_values.begin(), port_values.end());
+  RawPeers raw(ports, num_servers);
+
+  if (rank == 0) {
+    std::printf("dist_bench: %d worker(s), %d server(s), window %d, %d repetitions\n", n,
+                num_servers, window, reps);
+    std::printf("%-7s| %-6s %-6s %-6s| %-6s %-5s| %-6s %-5s| %-6s %-5s| %-5s %-5s| %-5s\n",
+                "size", "zmq1w", "zmqget", "zmqecho", "push", "ratio", "pull", "ratio", "pspl",
+                "ratio", "pushL", "pullL", "zmqL");
+  }
+  auto wanted = [&](const char* op) {
+    return ("," + ops + ",").find(std::string(",") + op + ",") != std::string::npos;
+  };
   for (size_t si = 0; si < sizes.size(); ++si) {
     const size_t bytes = sizes[si];
     const int64_t elems = static_cast<int64_t>(bytes / 4);
     const int key = static_cast<int>(si);
+    const std::vector<Part> parts = Placement(key, static_cast<size_t>(elems), 4, num_servers, bound);
     KVArrayHandle v = nullptr;
     OK(KVArrayCreate(&elems, 1, KV_FLOAT32, KV_CPU, 0, &v));
     OK(KVArrayFill(v, 1.0));
+    std::vector<char> raw_buf(bytes, 1);
     std::vector<KVArrayHandle> outs(static_cast<size_t>(window));
     for (auto& o : outs) OK(KVArrayCreate(&elems, 1, KV_FLOAT32, KV_CPU, 0, &o));
     OK(KVStoreInit(kv, 1, &key, &v));
@@ -288,15 +395,24 @@ int main(int argc, char** argv) {
       }
       for (auto& o : outs) OK(KVArrayWaitToRead(o));
     };
+    auto raw_oneway = [&](int cnt) { raw.OneWay(raw_buf.data(), parts, cnt); };
+    auto raw_get = [&](int cnt) { raw.RequestReply(false, raw_buf.data(), parts, cnt, window); };
+    auto raw_echo = [&](int cnt) { raw.RequestReply(true, raw_buf.data(), parts, cnt, window); };
     // Fixed counts, identical on every worker (sync rounds need every worker's push):
-    // about `seconds` worth at 1 GB/s, at least `window`.
+    // about `seconds` worth at 1 GB/s, at least `window`. Raw ZeroMQ and the store are timed
+    // alike: a batch runs from one barrier to the next, so it lasts until the slowest worker
+    // is done (raw senders are not in lockstep, and one may finish first); the median over
+    // 3 batches of seconds per op.
     const int count = std::max(window, static_cast<int>(std::min<double>(4096, seconds * 1e9 / bytes)));
-    auto timed = [&](auto& fn) {
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    auto timed = [&](const char* op, auto& fn) {
+      if (!wanted(op)) return nan;
       std::vector<double> per;
       for (int b = 0; b < 3; ++b) {
         OK(KVStoreBarrier(kv));
         const double t0 = Now();
         fn(count);
+        OK(KVStoreBarrier(kv));
         per.push_back((Now() - t0) / count);
       }
       return Median(per);
@@ -319,39 +435,44 @@ int main(int argc, char** argv) {
     };
     run_push(window);  // warm-up: connections, buffers
     run_pull(window);
+    raw_oneway(window);
+    raw_get(window);
     // Raw ZeroMQ and the store alternate, so that both see the same machine load; the
-    // figures are medians over the repetitions, the ratios medians of per-repetition ratios.
-    std::vector<double> z1, ze, gp, gl, gpp, rp, rl, rpp, lp, ll, zl;
+    // figures are medians over the repetitions, the ratios medians of per-repetition ratios
+    // (raw time over store time for the same bytes, in the same topology).
+    std::vector<double> z1, zg, ze, gp, gl, gpp, rp, rl, rpp, lp, ll, zl;
     for (int rep = 0; rep < reps; ++rep) {
-      RawResult raw{};
-      if (rank == 0) raw = MeasureRaw(argv[0], bytes, seconds / 3, window);
-      auto wanted = [&](const char* op) {
-        return ("," + ops + ",").find(std::string(",") + op + ",") != std::string::npos;
+      // Each store operation runs next to its raw counterpart, the raw one first on even
+      // repetitions and second on odd ones, so that neither inherits a fixed predecessor.
+      auto pair = [&](const char* op, auto& raw_fn, auto& store_fn, double* t_raw, double* t_store) {
+        if (rep % 2 == 0) *t_raw = timed(op, raw_fn);
+        *t_store = timed(op, store_fn);
+        if (rep % 2 == 1) *t_raw = timed(op, raw_fn);
       };
-      const double nan = std::numeric_limits<double>::quiet_NaN();
-      const double t_push = wanted("push") ? timed(run_push) : nan;
-      const double t_pull = wanted("pull") ? timed(run_pull) : nan;
-      const double t_pp = wanted("pushpull") ? timed(run_pushpull) : nan;
+      double t_1w = nan, t_push = nan, t_get = nan, t_pull = nan, t_echo = nan, t_pp = nan;
+      pair("push", raw_oneway, run_push, &t_1w, &t_push);
+      pair("pull", raw_get, run_pull, &t_get, &t_pull);
+      pair("pushpull", raw_echo, run_pushpull, &t_echo, &t_pp);
       if (bytes <= (1u << 16)) {
         lp.push_back(lat(true) * 1e6);
         ll.push_back(lat(false) * 1e6);
-        if (rank == 0) zl.push_back(raw.rtt_us);
+        OK(KVStoreBarrier(kv));
+        if (rank == 0) zl.push_back(raw.RoundTripUs(raw_buf.data(), bytes));
       }
-      z1.push_back(raw.oneway_gbs);
-      ze.push_back(raw.echo_gbs);
+      z1.push_back(bytes / t_1w / 1e9);
+      zg.push_back(bytes / t_get / 1e9);
+      ze.push_back(2.0 * bytes / t_echo / 1e9);
       gp.push_back(bytes / t_push / 1e9);
       gl.push_back(bytes / t_pull / 1e9);
       gpp.push_back(2.0 * bytes / t_pp / 1e9);
-      // Ratios compare the job's aggregate (every worker moves the same bytes in lockstep)
-      // with the single raw stream, which already saturates a small machine.
-      rp.push_back(n * gp.back() / raw.oneway_gbs);
-      rl.push_back(n * gl.back() / raw.oneway_gbs);
-      rpp.push_back(n * gpp.back() / raw.echo_gbs);
+      rp.push_back(t_1w / t_push);
+      rl.push_back(t_get / t_pull);
+      rpp.push_back(t_echo / t_pp);
     }
     if (rank == 0) {
-      std::printf("%-7s| %-6.2f %-7.2f| %-6.2f %-5.2f| %-6.2f %-5.2f| %-6.2f %-5.2f| ",
-                  SizeName(bytes).c_str(), Median(z1), Median(ze), Median(gp), Median(rp),
-                  Median(gl), Median(rl), Median(gpp), Median(rpp));
+      std::printf("%-7s| %-6.2f %-6.2f %-7.2f| %-6.2f %-5.2f| %-6.2f %-5.2f| %-6.2f %-5.2f| ",
+                  SizeName(bytes).c_str(), Median(z1), Median(zg), Median(ze), Median(gp),
+                  Median(rp), Median(gl), Median(rl), Median(gpp), Median(rpp));
       if (!lp.empty()) std::printf("%-5.0f %-5.0f| %-5.0f\n", Median(lp), Median(ll), Median(zl));
       else std::printf("%-5s %-5s| %-5s\n", "-", "-", "-");
       std::fflush(stdout);
@@ -360,8 +481,17 @@ int main(int argc, char** argv) {
     for (auto& o : outs) KVArrayFree(o);
   }
   if (rank == 0) {
-    std::printf("GB/s per worker (1e9 B/s); ratio = W x per-worker / raw; pushpull and zmq "
-                "echo count both directions; latency in us (median of 50 synchronous ops)\n");
+    std::printf("GB/s per worker (1e9 B/s); ratio = raw ZeroMQ time / store time for the same "
+                "bytes in the same topology (push: one-way, pull: get, pushpull: echo); pushpull "
+                "and echo count both directions; latency in us (median of 50 synchronous ops)\n");
+  }
+  OK(KVStoreBarrier(kv));  // every worker is done with the sinks
+  if (rank == 0) {
+    raw.StopSinks();
+    for (pid_t pid : sinks) {
+      int status = 0;
+      waitpid(pid, &status, 0);
+    }
   }
   OK(KVStoreFree(kv));
   return 0;

@@ -7,7 +7,8 @@
 Runs `kvstore-launch -n W -s S -- bench/dist/dist_bench ...` for each configuration, `--runs`
 times in rounds (every configuration once per round, so slow phases of a shared machine hit
 all of them), prints each run's table as dist_bench printed it, then one Markdown table of
-the per-cell medians of the runs' ratios with the smallest and largest run in brackets.
+the per-cell medians of the runs' ratios (store / raw ZeroMQ in the same topology) with the
+smallest and largest run in brackets.
 Run from the build directory (it uses tools/kvstore-launch and bench/dist/dist_bench there).
 """
 
@@ -55,7 +56,7 @@ def main():
                     print(line.split("] ", 1)[1])
             sys.stdout.flush()
             results[(w, s)].append(parse(out))
-    print("\n| W x S | size | push / 1-way | pull / 1-way | pushpull / echo |")
+    print("\n| W x S | size | push / one-way | pull / get | pushpull / echo |")
     print("|---|---|---|---|---|")
     for (w, s), runs in results.items():
         for size in runs[0]:

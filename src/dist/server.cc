@@ -134,7 +134,8 @@ void Server::Run() {
     double wait = std::min(next_hb - now0, 0.1);
     if (wait < 0) wait = 0;
     zmq::poll(items, 2, std::chrono::milliseconds(static_cast<long>(wait * 1000)));
-    for (int budget = 0; budget < 256; ++budget) {
+    // Only readable sockets are read (an empty receive polls ZeroMQ's mailbox, a syscall).
+    for (int budget = 0; budget < 256 && (items[0].revents & ZMQ_POLLIN); ++budget) {
       Message m;
       if (!RecvValidMessage(sock_, true, "a worker", &m)) break;
       HandleWorker(m);
@@ -145,7 +146,7 @@ void Server::Run() {
         next_hb = NowSec() + cfg_.heartbeat_interval_sec;
       }
     }
-    for (;;) {
+    while (items[1].revents & ZMQ_POLLIN) {
       Message m;
       if (!RecvValidMessage(sched_, false, "the scheduler", &m)) break;
       last_sched_ = NowSec();

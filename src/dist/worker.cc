@@ -818,13 +818,16 @@ void WorkerStore::IoLoop() {
       }
     }
     SendQueued();
-    for (;;) {
+    // Only sockets that zmq_poll found readable are read: an empty non-blocking receive
+    // costs a poll of ZeroMQ's command mailbox (a system call), per socket and per loop.
+    while (items[1].revents & ZMQ_POLLIN) {
       Message m;
       if (!RecvValidMessage(sched_, false, "the scheduler", &m)) break;
       last_sched_ = NowSec();
       HandleScheduler(m);
     }
     for (int s = 0; s < num_servers_; ++s) {
+      if (!(items[static_cast<size_t>(2 + s)].revents & ZMQ_POLLIN)) continue;
       for (int budget = 0; budget < 1024; ++budget) {
         Message m;
         if (!RecvValidMessage(servers_[static_cast<size_t>(s)], false, server_names_[static_cast<size_t>(s)].c_str(), &m)) {

@@ -11,6 +11,10 @@ CASE:
                SURVIVOR_OK naming worker 2, and the whole job to end within --max-sec
   garbage      like run, with PORT/TEST_SERVER_PORT set to a free port for the one server
   launcher-fail  a worker exits 3: the launcher must return 3 and stop the rest quickly
+  bench        run bench/dist/dist_bench (its --sizes list in the command): require exit 0
+               and, from worker 0, one table row per size whose throughputs and ratios
+               are all finite and positive (raw ZeroMQ sinks, ports shared through the
+               store, split placement: the benchmark itself works)
   ssh-dry-run  check the ssh command construction
   ssh          a real job over ssh: a private sshd on a free loopback port (own host and
                client keys, nothing outside a temporary directory is touched); launch -n W
@@ -151,6 +155,20 @@ def main():
             raise SystemExit("FAIL: output is not prefixed with role and rank")
         if took > 15:
             raise SystemExit("FAIL: stopping the job took %.1f s" % took)
+    elif a.case == "bench":
+        rc, out, _ = launch(a, [], cmd)
+        if rc != 0:
+            raise SystemExit("FAIL: launcher exit status %d" % rc)
+        sizes = cmd[cmd.index("--sizes") + 1].split(",")
+        rows = re.findall(r"^\[worker 0\] (\d+ [KM]iB) *\|([^|]*)\|([^|]*)\|([^|]*)\|([^|]*)\|",
+                          out, re.M)
+        if len(rows) != len(sizes):
+            raise SystemExit("FAIL: %d table rows for %d sizes" % (len(rows), len(sizes)))
+        for row in rows:
+            figures = [float(x) for cell in row[1:] for x in cell.split()]
+            if len(figures) != 9 or not all(0 < f < float("inf") for f in figures):
+                raise SystemExit("FAIL: row %r has a missing, zero or non-finite figure" % (row,))
+        print("bench table: %d rows, every figure finite and positive" % len(rows))
     elif a.case == "ssh-dry-run":
         with tempfile.NamedTemporaryFile("w", suffix=".hosts", delete=False) as hf:
             hf.write("# hosts\nnode-a\nuser@node-b  # second\n")
