@@ -10,7 +10,9 @@
 // the same places as the store would (a key below the big-array bound to one sink, a larger
 // one cut into one part per sink), with ZeroMQ I/O threads as the store's nodes get:
 //   push      n pushes of one float32 key (they return at once), then WaitAll
-//             raw: n one-way messages per part, then a SYNC/ACK round trip per sink
+//             raw: n one-way messages per part, then a SYNC/ACK round trip per sink; and
+//             (zmqack) the store's protocol in raw ZeroMQ: a header frame + the part, an ack
+//             per message, `window` in flight, the sink keeping the last value
 //   pull      n pulls round-robin into `window` outputs, then WaitToRead
 //             raw: n GET requests per part, `window` in flight, each answered with the part
 //   pushpull  n pushpulls likewise          raw: n echoes per part, `window` in flight
@@ -67,12 +69,18 @@ double Median(std::vector<double> v) {
 void FreeNothing(void*, void*) {}
 
 constexpr char kGet[4] = {'G', 'E', 'T', '\0'};  // + uint64 size: "send me that many bytes"
+constexpr char kAckMe[8] = {'A', 'C', 'K', '-', 'M', 'E', '!', '\0'};  // first of two frames
+
+// The raw exchanges, each standing for one store operation.
+enum class Exchange { kGet, kEcho, kAcked };
 
 // A sink stands in for one server: this program re-executed with --zmq-sink MAX IO, started
 // by worker 0, one per server. It binds two ROUTER sockets on 127.0.0.1 and prints their
 // ports on stdout. "data": one-way messages are dropped, "SYNC" is answered "ACK" (so a
 // sender knows every earlier message arrived), GET+size is answered with that many bytes
-// (zero-copy from one buffer); "echo": every message goes back as it came (no copy).
+// (zero-copy from one buffer), and a two-frame ACK-ME+payload message is kept (until the
+// next one replaces it, as a server keeps a pushed value) and answered "ACK"; "echo": every
+// message goes back as it came (no copy).
 // IO is the number of ZeroMQ I/O threads, as a server gets (one per worker).
 int ZmqSink(size_t max_bytes, int io_threads) {
   zmq::context_t ctx(io_threads);
@@ -91,6 +99,7 @@ int ZmqSink(size_t max_bytes, int io_threads) {
   std::fflush(stdout);
   zmq::pollitem_t items[2] = {{static_cast<void*>(data), 0, ZMQ_POLLIN, 0},
                               {static_cast<void*>(echo), 0, ZMQ_POLLIN, 0}};
+  zmq::message_t kept;
   for (;;) {
     zmq::poll(items, 2, std::chrono::milliseconds(-1));
     for (;;) {
@@ -98,7 +107,11 @@ int ZmqSink(size_t max_bytes, int io_threads) {
       if (!data.recv(id, zmq::recv_flags::dontwait)) break;
       (void)data.recv(m);
       if (m.size() == 4 && std::memcmp(m.data(), "STOP", 4) == 0) return 0;
-      if (m.size() == 4 && std::memcmp(m.data(), "SYNC", 4) == 0) {
+      if (m.more()) {  // ACK-ME, payload
+        (void)data.recv(kept);
+        data.send(id, zmq::send_flags::sndmore);
+        data.send(zmq::str_buffer("ACK"), zmq::send_flags::none);
+      } else if (m.size() == 4 && std::memcmp(m.data(), "SYNC", 4) == 0) {
         data.send(id, zmq::send_flags::sndmore);
         data.send(zmq::str_buffer("ACK"), zmq::send_flags::none);
       } else if (m.size() == sizeof(kGet) + 8 && std::memcmp(m.data(), kGet, sizeof(kGet)) == 0) {
@@ -203,9 +216,10 @@ class RawPeers {
     }
   }
 
-  // n operations of one request per part, `window` operations in flight.
-  void RequestReply(bool echo, const char* buf, const std::vector<Part>& parts, int n, int window) {
-    std::vector<zmq::socket_t>& socks = echo ? echo_ : data_;
+  // n operations of one request per part, `window` operations in flight: GET requests,
+  // echoes, or acknowledged one-way messages (ACK-ME frame + part).
+  void RequestReply(Exchange kind, const char* buf, const std::vector<Part>& parts, int n, int window) {
+    std::vector<zmq::socket_t>& socks = kind == Exchange::kEcho ? echo_ : data_;
     const int per_op = static_cast<int>(parts.size());
     const int total = n * per_op;
     int sent = 0, got = 0;
@@ -219,7 +233,8 @@ class RawPeers {
       while (sent < total && sent - got < window * per_op) {
         const Part& p = parts[static_cast<size_t>(sent % per_op)];
         zmq::socket_t& s = socks[static_cast<size_t>(p.sink)];
-        if (echo) {
+        if (kind != Exchange::kGet) {
+          if (kind == Exchange::kAcked) s.send(zmq::const_buffer(kAckMe, sizeof(kAckMe)), zmq::send_flags::sndmore);
           zmq::message_t m(const_cast<char*>(buf) + p.offset, p.bytes, &FreeNothing, nullptr);
           s.send(m, zmq::send_flags::none);
         } else {
@@ -361,9 +376,9 @@ int main(int argc, char** argv) {
   if (rank == 0) {
     std::printf("dist_bench: %d worker(s), %d server(s), window %d, %d repetitions\n", n,
                 num_servers, window, reps);
-    std::printf("%-7s| %-6s %-6s %-6s| %-6s %-5s| %-6s %-5s| %-6s %-5s| %-5s %-5s| %-5s\n",
+    std::printf("%-7s| %-6s %-6s %-6s| %-6s %-5s| %-6s %-5s| %-6s %-5s| %-5s %-5s| %-5s| %-6s %-5s\n",
                 "size", "zmq1w", "zmqget", "zmqecho", "push", "ratio", "pull", "ratio", "pspl",
-                "ratio", "pushL", "pullL", "zmqL");
+                "ratio", "pushL", "pullL", "zmqL", "zmqack", "ratio");
   }
   auto wanted = [&](const char* op) {
     return ("," + ops + ",").find(std::string(",") + op + ",") != std::string::npos;
@@ -396,8 +411,9 @@ int main(int argc, char** argv) {
       for (auto& o : outs) OK(KVArrayWaitToRead(o));
     };
     auto raw_oneway = [&](int cnt) { raw.OneWay(raw_buf.data(), parts, cnt); };
-    auto raw_get = [&](int cnt) { raw.RequestReply(false, raw_buf.data(), parts, cnt, window); };
-    auto raw_echo = [&](int cnt) { raw.RequestReply(true, raw_buf.data(), parts, cnt, window); };
+    auto raw_get = [&](int cnt) { raw.RequestReply(Exchange::kGet, raw_buf.data(), parts, cnt, window); };
+    auto raw_echo = [&](int cnt) { raw.RequestReply(Exchange::kEcho, raw_buf.data(), parts, cnt, window); };
+    auto raw_acked = [&](int cnt) { raw.RequestReply(Exchange::kAcked, raw_buf.data(), parts, cnt, window); };
     // Fixed counts, identical on every worker (sync rounds need every worker's push):
     // about `seconds` worth at 1 GB/s, at least `window`. Raw ZeroMQ and the store are timed
     // alike: a batch runs from one barrier to the next, so it lasts until the slowest worker
@@ -440,17 +456,20 @@ int main(int argc, char** argv) {
     // Raw ZeroMQ and the store alternate, so that both see the same machine load; the
     // figures are medians over the repetitions, the ratios medians of per-repetition ratios
     // (raw time over store time for the same bytes, in the same topology).
-    std::vector<double> z1, zg, ze, gp, gl, gpp, rp, rl, rpp, lp, ll, zl;
+    std::vector<double> z1, zg, ze, za, gp, gl, gpp, rp, rl, rpp, ra, lp, ll, zl;
     for (int rep = 0; rep < reps; ++rep) {
-      // Each store operation runs next to its raw counterpart, the raw one first on even
-      // repetitions and second on odd ones, so that neither inherits a fixed predecessor.
+      // Each store operation runs next to its raw counterpart(s), the raw ones first on even
+      // repetitions and last on odd ones, so that neither inherits a fixed predecessor.
       auto pair = [&](const char* op, auto& raw_fn, auto& store_fn, double* t_raw, double* t_store) {
         if (rep % 2 == 0) *t_raw = timed(op, raw_fn);
         *t_store = timed(op, store_fn);
         if (rep % 2 == 1) *t_raw = timed(op, raw_fn);
       };
-      double t_1w = nan, t_push = nan, t_get = nan, t_pull = nan, t_echo = nan, t_pp = nan;
-      pair("push", raw_oneway, run_push, &t_1w, &t_push);
+      double t_1w = nan, t_ack = nan, t_push = nan, t_get = nan, t_pull = nan, t_echo = nan,
+             t_pp = nan;
+      if (rep % 2 == 0) t_1w = timed("push", raw_oneway);
+      pair("push", raw_acked, run_push, &t_ack, &t_push);
+      if (rep % 2 == 1) t_1w = timed("push", raw_oneway);
       pair("pull", raw_get, run_pull, &t_get, &t_pull);
       pair("pushpull", raw_echo, run_pushpull, &t_echo, &t_pp);
       if (bytes <= (1u << 16)) {
@@ -462,19 +481,22 @@ int main(int argc, char** argv) {
       z1.push_back(bytes / t_1w / 1e9);
       zg.push_back(bytes / t_get / 1e9);
       ze.push_back(2.0 * bytes / t_echo / 1e9);
+      za.push_back(bytes / t_ack / 1e9);
       gp.push_back(bytes / t_push / 1e9);
       gl.push_back(bytes / t_pull / 1e9);
       gpp.push_back(2.0 * bytes / t_pp / 1e9);
       rp.push_back(t_1w / t_push);
       rl.push_back(t_get / t_pull);
       rpp.push_back(t_echo / t_pp);
+      ra.push_back(t_ack / t_push);
     }
     if (rank == 0) {
       std::printf("%-7s| %-6.2f %-6.2f %-7.2f| %-6.2f %-5.2f| %-6.2f %-5.2f| %-6.2f %-5.2f| ",
                   SizeName(bytes).c_str(), Median(z1), Median(zg), Median(ze), Median(gp),
                   Median(rp), Median(gl), Median(rl), Median(gpp), Median(rpp));
-      if (!lp.empty()) std::printf("%-5.0f %-5.0f| %-5.0f\n", Median(lp), Median(ll), Median(zl));
-      else std::printf("%-5s %-5s| %-5s\n", "-", "-", "-");
+      if (!lp.empty()) std::printf("%-5.0f %-5.0f| %-5.0f", Median(lp), Median(ll), Median(zl));
+      else std::printf("%-5s %-5s| %-5s", "-", "-", "-");
+      std::printf("| %-6.2f %-5.2f\n", Median(za), Median(ra));
       std::fflush(stdout);
     }
     KVArrayFree(v);
@@ -483,7 +505,9 @@ int main(int argc, char** argv) {
   if (rank == 0) {
     std::printf("GB/s per worker (1e9 B/s); ratio = raw ZeroMQ time / store time for the same "
                 "bytes in the same topology (push: one-way, pull: get, pushpull: echo); pushpull "
-                "and echo count both directions; latency in us (median of 50 synchronous ops)\n");
+                "and echo count both directions; latency in us (median of 50 synchronous ops); "
+                "zmqack: one-way with a header frame, an ack per message and `window` in flight, "
+                "its ratio against push\n");
   }
   OK(KVStoreBarrier(kv));  // every worker is done with the sinks
   if (rank == 0) {

@@ -17,19 +17,19 @@ import statistics
 import subprocess
 import sys
 
-COLUMNS = ("push", "pull", "pushpull")
+COLUMNS = ("push", "pull", "pushpull", "push / acked")
 
 
 def parse(out):
-    """{size: (push_ratio, pull_ratio, pushpull_ratio)} from dist_bench's table."""
+    """{size: (push, pull, pushpull, push-against-acked ratios)} from dist_bench's table."""
     rows = {}
     for line in out.splitlines():
         line = line.split("] ", 1)[-1] if line.startswith("[worker 0]") else line
         cells = [c.split() for c in line.split("|")]
-        if len(cells) < 5 or not cells[0] or cells[0][-1] not in ("KiB", "MiB"):
+        if len(cells) < 8 or not cells[0] or cells[0][-1] not in ("KiB", "MiB"):
             continue
         size = " ".join(cells[0])
-        rows[size] = tuple(float(cells[i][1]) for i in (2, 3, 4))
+        rows[size] = tuple(float(cells[i][1]) for i in (2, 3, 4, 7))
     return rows
 
 
@@ -56,8 +56,8 @@ def main():
                     print(line.split("] ", 1)[1])
             sys.stdout.flush()
             results[(w, s)].append(parse(out))
-    print("\n| W x S | size | push / one-way | pull / get | pushpull / echo |")
-    print("|---|---|---|---|---|")
+    print("\n| W x S | size | push / one-way | pull / get | pushpull / echo | push / acked |")
+    print("|---|---|---|---|---|---|")
     for (w, s), runs in results.items():
         for size in runs[0]:
             cells = []
