@@ -23,7 +23,9 @@
 // same machine load; which of the two goes first alternates. GB/s = 1e9 B/s per worker;
 // pushpull and echo count both directions. A ratio is raw time over store time for the same
 // bytes; medians of the per-repetition ratios.
+#include <signal.h>
 #include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -71,18 +73,30 @@ void FreeNothing(void*, void*) {}
 constexpr char kGet[4] = {'G', 'E', 'T', '\0'};  // + uint64 size: "send me that many bytes"
 constexpr char kAckMe[8] = {'A', 'C', 'K', '-', 'M', 'E', '!', '\0'};  // first of two frames
 
+// A raw ZeroMQ wait longer than this means a sink is gone: the benchmark stops with an error
+// instead of hanging.
+constexpr std::chrono::milliseconds kPeerTimeout(60000);
+[[noreturn]] void PeerSilent() {
+  std::fprintf(stderr, "dist_bench: a raw ZeroMQ sink did not answer within %lld s\n",
+               static_cast<long long>(kPeerTimeout.count() / 1000));
+  std::exit(1);
+}
+
 // The raw exchanges, each standing for one store operation.
 enum class Exchange { kGet, kEcho, kAcked };
 
-// A sink stands in for one server: this program re-executed with --zmq-sink MAX IO, started
-// by worker 0, one per server. It binds two ROUTER sockets on 127.0.0.1 and prints their
-// ports on stdout. "data": one-way messages are dropped, "SYNC" is answered "ACK" (so a
+// A sink stands in for one server: this program re-executed with --zmq-sink MAX IO PARENT,
+// started by worker 0, one per server. It binds two ROUTER sockets on 127.0.0.1 and prints
+// their ports on stdout. "data": one-way messages are dropped, "SYNC" is answered "ACK" (so a
 // sender knows every earlier message arrived), GET+size is answered with that many bytes
 // (zero-copy from one buffer), and a two-frame ACK-ME+payload message is kept (until the
 // next one replaces it, as a server keeps a pushed value) and answered "ACK"; "echo": every
-// message goes back as it came (no copy).
-// IO is the number of ZeroMQ I/O threads, as a server gets (one per worker).
-int ZmqSink(size_t max_bytes, int io_threads) {
+// message goes back as it came (no copy). IO is the number of ZeroMQ I/O threads, as a
+// server gets (one per worker). A sink dies with worker 0 (PARENT), so a killed benchmark
+// leaves no sink behind.
+int ZmqSink(size_t max_bytes, int io_threads, pid_t parent) {
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) return 1;  // worker 0 died before the request took effect
   zmq::context_t ctx(io_threads);
   zmq::socket_t data(ctx, zmq::socket_type::router), echo(ctx, zmq::socket_type::router);
   std::vector<char> buf(max_bytes, 1);
@@ -144,8 +158,8 @@ pid_t SpawnSink(const char* self, size_t max_bytes, int io_threads, int ports[2]
   posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
   posix_spawn_file_actions_addclose(&fa, fds[0]);
   std::string a0 = self, a1 = "--zmq-sink", a2 = std::to_string(max_bytes),
-              a3 = std::to_string(io_threads);
-  char* argv[] = {&a0[0], &a1[0], &a2[0], &a3[0], nullptr};
+              a3 = std::to_string(io_threads), a4 = std::to_string(getpid());
+  char* argv[] = {&a0[0], &a1[0], &a2[0], &a3[0], &a4[0], nullptr};
   pid_t pid;
   if (posix_spawn(&pid, self, &fa, nullptr, argv, environ) != 0) {
     std::perror("posix_spawn");
@@ -196,6 +210,7 @@ class RawPeers {
         sock->set(zmq::sockopt::rcvhwm, 0);
         sock->set(zmq::sockopt::sndhwm, 0);
         sock->set(zmq::sockopt::linger, 0);
+        sock->set(zmq::sockopt::rcvtimeo, static_cast<int>(kPeerTimeout.count()));
       }
       data_.back().connect("tcp://127.0.0.1:" + std::to_string(ports[2 * s]));
       echo_.back().connect("tcp://127.0.0.1:" + std::to_string(ports[2 * s + 1]));
@@ -212,7 +227,7 @@ class RawPeers {
     for (const Part& p : parts) data_[static_cast<size_t>(p.sink)].send(zmq::str_buffer("SYNC"), zmq::send_flags::none);
     for (const Part& p : parts) {
       zmq::message_t r;
-      (void)data_[static_cast<size_t>(p.sink)].recv(r);
+      if (!data_[static_cast<size_t>(p.sink)].recv(r)) PeerSilent();
     }
   }
 
@@ -246,7 +261,7 @@ class RawPeers {
         }
         ++sent;
       }
-      zmq::poll(items.data(), items.size(), std::chrono::milliseconds(-1));
+      if (zmq::poll(items.data(), items.size(), kPeerTimeout) == 0) PeerSilent();
       for (size_t i = 0; i < items.size(); ++i) {
         if (!(items[i].revents & ZMQ_POLLIN)) continue;
         zmq::message_t r;
@@ -263,7 +278,7 @@ class RawPeers {
       zmq::message_t m(const_cast<char*>(buf), bytes, &FreeNothing, nullptr);
       echo_[0].send(m, zmq::send_flags::none);
       zmq::message_t r;
-      (void)echo_[0].recv(r);
+      if (!echo_[0].recv(r)) PeerSilent();
       rtt.push_back((Now() - t0) * 1e6);
     }
     return Median(rtt);
@@ -298,8 +313,9 @@ std::string SizeName(size_t b) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc == 4 && std::strcmp(argv[1], "--zmq-sink") == 0) {
-    return ZmqSink(static_cast<size_t>(std::atoll(argv[2])), std::atoi(argv[3]));
+  if (argc == 5 && std::strcmp(argv[1], "--zmq-sink") == 0) {
+    return ZmqSink(static_cast<size_t>(std::atoll(argv[2])), std::atoi(argv[3]),
+                   static_cast<pid_t>(std::atoll(argv[4])));
   }
   std::vector<size_t> sizes = {4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20};
   double seconds = 0.5;
