@@ -32,14 +32,12 @@
 #include <zmq.hpp>
 
 #include <algorithm>
-#include <limits>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <memory>
+#include <limits>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "kvstore/kvstore.h"
@@ -121,11 +119,9 @@ int ZmqSink(size_t max_bytes, int io_threads, pid_t parent) {
       if (!data.recv(id, zmq::recv_flags::dontwait)) break;
       (void)data.recv(m);
       if (m.size() == 4 && std::memcmp(m.data(), "STOP", 4) == 0) return 0;
-      if (m.more()) {  // ACK-ME, payload
-        (void)data.recv(kept);
-        data.send(id, zmq::send_flags::sndmore);
-        data.send(zmq::str_buffer("ACK"), zmq::send_flags::none);
-      } else if (m.size() == 4 && std::memcmp(m.data(), "SYNC", 4) == 0) {
+      const bool acked = m.more();  // ACK-ME, then the payload
+      if (acked) (void)data.recv(kept);
+      if (acked || (m.size() == 4 && std::memcmp(m.data(), "SYNC", 4) == 0)) {
         data.send(id, zmq::send_flags::sndmore);
         data.send(zmq::str_buffer("ACK"), zmq::send_flags::none);
       } else if (m.size() == sizeof(kGet) + 8 && std::memcmp(m.data(), kGet, sizeof(kGet)) == 0) {
@@ -196,9 +192,10 @@ std::vector<Part> Placement(int key, size_t elems, size_t esize, int num_sinks, 
 }
 
 // A worker's connections to every sink, with ZeroMQ I/O threads as the store's worker gets
-// (one per server, at most 4). The three exchanges mirror the store's operations part by
-// part: one-way (push), GET request/reply (pull), echo (pushpull); `window` operations in
-// flight for the last two, as the benchmark keeps for the store.
+// (one per server, at most 4). The exchanges mirror the store's operations part by part:
+// one-way (push), GET request/reply (pull), echo (pushpull), and acknowledged one-way (the
+// push protocol); `window` operations in flight for all but one-way (the store allows 8
+// pushes of a key in flight, the default window).
 class RawPeers {
  public:
   RawPeers(const std::vector<int>& ports, int num_sinks)
