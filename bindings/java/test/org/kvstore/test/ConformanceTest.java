@@ -600,17 +600,26 @@ public final class ConformanceTest {
     System.out.println("   10^5 array create/close cycles: RSS " + before + " kB -> " + after + " kB");
     check("RSS growth " + growthKb + " kB below the 16 MiB bound", growthKb < 16 * 1024);
 
-    // Arrays that are never closed are reclaimed by the Cleaner. The first round sets the
-    // process's peak (freed memory stays in malloc's pools); a second round of the same size
-    // must reuse it rather than grow by another ~100 MiB.
-    for (int i = 0; i < 100_000; ++i) NDArray.zeros(s);
-    settle();
+    // Arrays that are never closed are reclaimed by the Cleaner. How many unreachable arrays
+    // pile up before a collection finds them depends on when the JVM collects, so they are
+    // made in chunks of 2*10^4 with a collection after each: at most one chunk (~20 MiB) is
+    // ever waiting for the Cleaner. The first round sets the process's peak (freed memory stays
+    // in malloc's pools); a second round of the same size must reuse it, where a leak would
+    // grow RSS by another ~100 MiB.
+    makeUnclosedArrays(s, 100_000);
     long mid = rssKb();
-    for (int i = 0; i < 100_000; ++i) NDArray.zeros(s);
-    settle();
+    makeUnclosedArrays(s, 100_000);
     long end = rssKb();
     System.out.println("   10^5 unclosed arrays: RSS " + mid + " kB -> " + end + " kB");
     check("unclosed arrays reclaimed: growth " + (end - mid) + " kB below 32 MiB", end - mid < 32 * 1024);
+  }
+
+  private static void makeUnclosedArrays(Shape s, int count) throws InterruptedException {
+    final int chunk = 20_000;
+    for (int made = 0; made < count; made += chunk) {
+      for (int i = 0; i < chunk; ++i) NDArray.zeros(s);
+      settle();
+    }
   }
 
   static void c14Stores() throws Exception {
