@@ -3,12 +3,19 @@
 processes, sampled from /proc over an interval (standard library only).
 
     python3 bench/dist/thread_cpu.py SECONDS PATTERN [PATTERN ...]
+    python3 bench/dist/thread_cpu.py --totals SECONDS PATTERN [PATTERN ...]
 
 Every thread of every process whose command line contains one of the PATTERNs (e.g.
 `dist_bench kvstore-server`) is read twice, SECONDS apart; threads that used at least 1% of
 a CPU are printed with user and system CPU in % of one CPU, voluntary and involuntary
 context switches per second and minor page faults per second. Run it repeatedly while a
 benchmark runs to see which phase uses what (PERFORMANCE-dist.md, "Where the time goes").
+
+With --totals the threads are read every 0.2 s for up to SECONDS (or until no matching
+process is left), and each thread's last reading is printed: CPU seconds and minor page
+faults since it started. Started next to a whole benchmark run, this gives what each thread
+spent on the run (the benchmark moves the same bytes through the store and through raw
+ZeroMQ, so the store's threads and the raw peers' threads can be compared directly).
 """
 
 import os
@@ -39,11 +46,35 @@ def snapshot(patterns):
     return out
 
 
+def totals(seconds, patterns, hz):
+    last = {}
+    end = time.time() + seconds
+    while time.time() < end:
+        now = snapshot(patterns)
+        if not now and last:
+            break
+        last.update(now)
+        time.sleep(0.2)
+    print("%7s %7s %-30s %-16s %8s %10s" % ("pid", "tid", "command", "thread", "cpu_s", "minflt"))
+    for key in sorted(last):
+        cmd, comm, ut, st, mf, _, _ = last[key]
+        if (ut + st) / hz < 0.01:
+            continue
+        print("%7s %7s %-30s %-16s %8.2f %10d" % (key[0], key[1], cmd[:30], comm, (ut + st) / hz, mf))
+
+
 def main():
-    if len(sys.argv) < 3:
+    args = sys.argv[1:]
+    cumulative = bool(args) and args[0] == "--totals"
+    if cumulative:
+        args = args[1:]
+    if len(args) < 2:
         raise SystemExit(__doc__)
-    seconds, patterns = float(sys.argv[1]), sys.argv[2:]
+    seconds, patterns = float(args[0]), args[1:]
     hz = os.sysconf("SC_CLK_TCK")
+    if cumulative:
+        totals(seconds, patterns, hz)
+        return
     a = snapshot(patterns)
     time.sleep(seconds)
     b = snapshot(patterns)
