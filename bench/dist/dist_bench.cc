@@ -83,9 +83,19 @@ constexpr std::chrono::milliseconds kPeerTimeout(60000);
 // The raw exchanges, each standing for one store operation.
 enum class Exchange { kGet, kEcho, kAcked };
 
+// ZeroMQ I/O threads of a node with `peers` peers, as the store chooses them
+// (KVSTORE_IO_THREADS, else one per peer up to 4).
+int IoThreadsFor(int peers) {
+  if (const char* v = std::getenv("KVSTORE_IO_THREADS")) {
+    if (std::atoi(v) > 0) return std::atoi(v);
+  }
+  return std::max(1, std::min(peers, 4));
+}
+
 // A sink stands in for one server: this program re-executed with --zmq-sink MAX IO PARENT,
-// started by worker 0, one per server. It binds two ROUTER sockets on 127.0.0.1 and prints
-// their ports on stdout. "data": one-way messages are dropped, "SYNC" is answered "ACK" (so a
+// started by worker 0, one per server. It has two ROUTER sockets on 127.0.0.1, each bound
+// to IO ports, port j with the affinity of I/O thread j, as a server binds its socket;
+// worker r uses port r mod IO. It prints the data ports, then the echo ports, on stdout. "data": one-way messages are dropped, "SYNC" is answered "ACK" (so a
 // sender knows every earlier message arrived), GET+size is answered with that many bytes
 // (zero-copy from one buffer), and a two-frame ACK-ME+payload message is kept (until the
 // next one replaces it, as a server keeps a pushed value) and answered "ACK"; "echo": every
@@ -101,13 +111,14 @@ int ZmqSink(size_t max_bytes, int io_threads, pid_t parent) {
   for (zmq::socket_t* s : {&data, &echo}) {
     s->set(zmq::sockopt::rcvhwm, 0);
     s->set(zmq::sockopt::sndhwm, 0);
-    s->bind("tcp://127.0.0.1:*");
+    for (int j = 0; j < io_threads; ++j) {
+      if (io_threads > 1) s->set(zmq::sockopt::affinity, uint64_t{1} << j);
+      s->bind("tcp://127.0.0.1:*");
+      const std::string ep = s->get(zmq::sockopt::last_endpoint);
+      std::printf("%d ", std::atoi(ep.c_str() + ep.rfind(':') + 1));
+    }
   }
-  auto port = [](zmq::socket_t& s) {
-    const std::string ep = s.get(zmq::sockopt::last_endpoint);
-    return std::atoi(ep.c_str() + ep.rfind(':') + 1);
-  };
-  std::printf("%d %d\n", port(data), port(echo));
+  std::printf("\n");
   std::fflush(stdout);
   zmq::pollitem_t items[2] = {{static_cast<void*>(data), 0, ZMQ_POLLIN, 0},
                               {static_cast<void*>(echo), 0, ZMQ_POLLIN, 0}};
@@ -142,8 +153,8 @@ int ZmqSink(size_t max_bytes, int io_threads, pid_t parent) {
   }
 }
 
-// Starts a sink and reads its two ports from its stdout.
-pid_t SpawnSink(const char* self, size_t max_bytes, int io_threads, int ports[2]) {
+// Starts a sink and reads its 2 * io_threads ports from its stdout.
+pid_t SpawnSink(const char* self, size_t max_bytes, int io_threads, std::vector<int>* ports) {
   int fds[2];
   if (pipe(fds) != 0) {
     std::perror("pipe");
@@ -164,9 +175,12 @@ pid_t SpawnSink(const char* self, size_t max_bytes, int io_threads, int ports[2]
   posix_spawn_file_actions_destroy(&fa);
   close(fds[1]);
   FILE* f = fdopen(fds[0], "r");
-  if (f == nullptr || std::fscanf(f, "%d %d", &ports[0], &ports[1]) != 2) {
-    std::fprintf(stderr, "dist_bench: a ZeroMQ sink did not report its ports\n");
-    std::exit(1);
+  ports->assign(static_cast<size_t>(2 * io_threads), 0);
+  for (int& port : *ports) {
+    if (f == nullptr || std::fscanf(f, "%d", &port) != 1) {
+      std::fprintf(stderr, "dist_bench: a ZeroMQ sink did not report its ports\n");
+      std::exit(1);
+    }
   }
   std::fclose(f);
   return pid;
@@ -192,14 +206,17 @@ std::vector<Part> Placement(int key, size_t elems, size_t esize, int num_sinks, 
 }
 
 // A worker's connections to every sink, with ZeroMQ I/O threads as the store's worker gets
-// (one per server, at most 4). The exchanges mirror the store's operations part by part:
+// (one per server, at most 4) and placed as the store places them: sink s on I/O thread
+// s mod IO, and on the sink the port of the sink's I/O thread for this worker's rank. The exchanges mirror the store's operations part by part:
 // one-way (push), GET request/reply (pull), echo (pushpull), and acknowledged one-way (the
 // push protocol); `window` operations in flight for all but one-way (the store allows 8
 // pushes of a key in flight, the default window).
 class RawPeers {
  public:
-  RawPeers(const std::vector<int>& ports, int num_sinks)
-      : ctx_(std::min(num_sinks, 4)) {
+  // ports: per sink, its sink_io data ports, then its sink_io echo ports.
+  RawPeers(const std::vector<int>& ports, int num_sinks, int sink_io, int rank)
+      : ctx_(IoThreadsFor(num_sinks)) {
+    const int io = IoThreadsFor(num_sinks);
     for (int s = 0; s < num_sinks; ++s) {
       data_.emplace_back(ctx_, zmq::socket_type::dealer);
       echo_.emplace_back(ctx_, zmq::socket_type::dealer);
@@ -208,9 +225,11 @@ class RawPeers {
         sock->set(zmq::sockopt::sndhwm, 0);
         sock->set(zmq::sockopt::linger, 0);
         sock->set(zmq::sockopt::rcvtimeo, static_cast<int>(kPeerTimeout.count()));
+        if (io > 1) sock->set(zmq::sockopt::affinity, uint64_t{1} << (s % io));
       }
-      data_.back().connect("tcp://127.0.0.1:" + std::to_string(ports[2 * s]));
-      echo_.back().connect("tcp://127.0.0.1:" + std::to_string(ports[2 * s + 1]));
+      const size_t base = static_cast<size_t>(2 * sink_io * s + rank % sink_io);
+      data_.back().connect("tcp://127.0.0.1:" + std::to_string(ports[base]));
+      echo_.back().connect("tcp://127.0.0.1:" + std::to_string(ports[base + static_cast<size_t>(sink_io)]));
     }
   }
 
@@ -363,18 +382,18 @@ int main(int argc, char** argv) {
   // the store itself (init by rank 0, then a pull).
   const size_t max_bytes = *std::max_element(sizes.begin(), sizes.end());
   std::vector<pid_t> sinks;
-  std::vector<double> port_values(static_cast<size_t>(2 * num_servers), 0.0);
+  const int sink_io = IoThreadsFor(n);  // a server's I/O threads: one per worker
+  std::vector<double> port_values(static_cast<size_t>(2 * sink_io * num_servers), 0.0);
   if (rank == 0) {
     for (int s = 0; s < num_servers; ++s) {
-      int ports[2];
-      sinks.push_back(SpawnSink(argv[0], max_bytes, n, ports));
-      port_values[static_cast<size_t>(2 * s)] = ports[0];
-      port_values[static_cast<size_t>(2 * s + 1)] = ports[1];
+      std::vector<int> ports;
+      sinks.push_back(SpawnSink(argv[0], max_bytes, sink_io, &ports));
+      std::copy(ports.begin(), ports.end(), port_values.begin() + 2 * sink_io * s);
     }
   }
   {
     const int ports_key = 1 << 20;
-    const int64_t len = 2 * num_servers;
+    const int64_t len = static_cast<int64_t>(port_values.size());
     KVArrayHandle pa = nullptr;
     OK(KVArrayCreate(&len, 1, KV_FLOAT64, KV_CPU, 0, &pa));
     OK(KVArrayCopyFromHost(pa, port_values.data(), port_values.size() * sizeof(double)));
@@ -384,7 +403,7 @@ int main(int argc, char** argv) {
     OK(KVArrayFree(pa));
   }
   std::vector<int> ports(port_values.begin(), port_values.end());
-  RawPeers raw(ports, num_servers);
+  RawPeers raw(ports, num_servers, sink_io, rank);
 
   if (rank == 0) {
     std::printf("dist_bench: %d worker(s), %d server(s), window %d, %d repetitions\n", n,

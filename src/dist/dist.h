@@ -35,14 +35,14 @@ void RunServer(const Config& cfg, ServerHooks* hooks);
 std::unique_ptr<Store> CreateWorkerStore(const std::string& type, const Config& cfg);
 
 // Rendezvous of a server or worker: connects `sched` to the scheduler, registers
-// (advertising `listen_port`, 0 for workers) and waits for the node table.
+// (advertising `listen_ports`, none for workers) and waits for the node table.
 struct JoinResult {
   int rank = -1;
   int num_workers = 0;
   int num_servers = 0;
   std::vector<NodeInfo> servers;
 };
-JoinResult JoinJob(zmq::socket_t& sched, const Config& cfg, int listen_port);
+JoinResult JoinJob(zmq::socket_t& sched, const Config& cfg, const std::vector<int>& listen_ports);
 
 }  // namespace dist
 }  // namespace kvstore

@@ -11,7 +11,7 @@
 namespace kvstore {
 namespace dist {
 
-JoinResult JoinJob(zmq::socket_t& sched, const Config& cfg, int listen_port) {
+JoinResult JoinJob(zmq::socket_t& sched, const Config& cfg, const std::vector<int>& listen_ports) {
   // A routing id unique to this process and this store, so the scheduler can tell
   // registrations apart even when several nodes share a host.
   std::random_device rd;
@@ -26,7 +26,8 @@ JoinResult JoinJob(zmq::socket_t& sched, const Config& cfg, int listen_port) {
   }
   WireHeader h = MakeHeader(MsgType::kRegister, cfg.role, -1);
   h.arg = cfg.requested_rank;
-  SendMessage(sched, nullptr, h, cfg.host + ":" + std::to_string(listen_port), OutPayload{});
+  const std::string addr = listen_ports.empty() ? cfg.host : cfg.host + ":" + FormatPorts(listen_ports);
+  SendMessage(sched, nullptr, h, addr, OutPayload{});
   if (cfg.verbose >= 1) Log("registering with the scheduler at %s", ep.c_str());
   const double deadline = DeadlineAfter(cfg.timeout_sec);
   // On failure nothing queued for the scheduler is worth waiting for at close.

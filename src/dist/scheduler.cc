@@ -1,7 +1,7 @@
 // scheduler.cc - rendezvous, barriers, failure detection and shutdown of a job.
 //
 // Protocol, in order:
-//   1. Every server and worker sends REGISTER (its host:port and an optional requested
+//   1. Every server and worker sends REGISTER (its host, a server's ports, an optional requested
 //      rank). When W workers and S servers have registered, ranks are assigned and every
 //      node receives NODE_TABLE (its rank and the servers' addresses). Registration has a
 //      deadline; on expiry the registered nodes get ABORT naming what is missing.
@@ -30,12 +30,17 @@ struct Node {
   int requested_rank;
   int rank = -1;
   std::string host;
-  int port = 0;
+  std::vector<int> ports;  // servers
   std::string routing_id;
   double last_seen = 0;
   bool dead = false;
   bool finished = false;   // workers: FINISH received; servers: SHUTDOWN_ACK received
 };
+
+// "host" for workers, "host:P0[,P1...]" for servers (log lines and error messages).
+std::string Where(const Node& n) {
+  return n.ports.empty() ? n.host : n.host + ":" + FormatPorts(n.ports);
+}
 
 struct PendingBarrier {
   int group = 0;
@@ -163,12 +168,13 @@ bool Scheduler::Rendezvous() {
       n.last_seen = NowSec();
       const size_t colon = m.str.rfind(':');
       n.host = m.str.substr(0, colon == std::string::npos ? m.str.size() : colon);
-      n.port = colon == std::string::npos ? 0 : std::atoi(m.str.c_str() + colon + 1);
+      const bool ports_ok =
+          colon != std::string::npos && ParsePorts(m.str.substr(colon + 1), &n.ports);
       int have = 0;
       for (const auto& o : nodes_) have += o.role == n.role;
       const int want = n.role == Role::kWorker ? cfg_.num_workers
                        : n.role == Role::kServer ? cfg_.num_servers : 0;
-      if (have >= want || (n.role == Role::kServer && (n.port <= 0 || n.port > 65535))) {
+      if (have >= want || (n.role == Role::kServer && !ports_ok)) {
         WireHeader h = Header(MsgType::kAbort);
         h.status = KV_ERR_INVALID_ARGUMENT;
         Send(n, h,
@@ -187,7 +193,7 @@ bool Scheduler::Rendezvous() {
   AssignRanks(Role::kWorker, cfg_.num_workers);
   std::vector<NodeInfo> servers;
   for (const auto& n : nodes_) {
-    if (n.role == Role::kServer) servers.push_back({Role::kServer, n.rank, n.host, n.port});
+    if (n.role == Role::kServer) servers.push_back({Role::kServer, n.rank, n.host, n.ports});
   }
   const std::string table = FormatTable(cfg_.num_workers, cfg_.num_servers, servers);
   for (auto& n : nodes_) {
@@ -195,7 +201,7 @@ bool Scheduler::Rendezvous() {
     h.arg = n.rank;
     Send(n, h, table);
     n.last_seen = NowSec();
-    if (cfg_.verbose >= 1) Log("%s is %s:%d", NodeName(n.role, n.rank).c_str(), n.host.c_str(), n.port);
+    if (cfg_.verbose >= 1) Log("%s is %s", NodeName(n.role, n.rank).c_str(), Where(n).c_str());
   }
   return true;
 }
@@ -221,7 +227,7 @@ void Scheduler::AssignRanks(Role role, int count) {
   }
   std::stable_sort(rest.begin(), rest.end(), [&](int a, int b) {
     if (nodes_[a].host != nodes_[b].host) return nodes_[a].host < nodes_[b].host;
-    return nodes_[a].port < nodes_[b].port;
+    return nodes_[a].ports < nodes_[b].ports;
   });
   int next = 0;
   for (int i : rest) {
@@ -316,10 +322,8 @@ void Scheduler::CheckLiveness() {
     n.dead = true;
     const std::string name = NodeName(n.role, n.rank);
     dead_names_.push_back(name);
-    const std::string where =
-        n.role == Role::kServer ? StrFormat("%s:%d", n.host.c_str(), n.port) : n.host;
     const std::string why = StrFormat("%s (%s) sent no heartbeat for %.1f s and is considered dead",
-                                      name.c_str(), where.c_str(), now - n.last_seen);
+                                      name.c_str(), Where(n).c_str(), now - n.last_seen);
     Log("%s", why.c_str());
     WireHeader h = Header(MsgType::kNodeDead);
     h.arg = static_cast<int32_t>(n.role);

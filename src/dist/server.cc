@@ -111,20 +111,30 @@ void Server::Run() {
   ConfigureSocket(sock_);
   ConfigureSocket(sched_);
   sock_.set(zmq::sockopt::router_mandatory, 0);
-  std::string ep = "tcp://" + cfg_.host + ":" + (cfg_.port > 0 ? std::to_string(cfg_.port) : "*");
-  try {
-    sock_.bind(ep);
-  } catch (const zmq::error_t& e) {
-    KV_FAIL(KV_ERR_NETWORK, "server cannot bind %s: %s", ep.c_str(), e.what());
+  // One listening port per I/O thread, bound with that thread's affinity (see NodeInfo);
+  // the first is PORT when set, the others are chosen by the system.
+  const int num_ports = cfg_.IoThreads();
+  std::vector<int> ports;
+  for (int i = 0; i < num_ports; ++i) {
+    const std::string ep = "tcp://" + cfg_.host + ":" +
+                           (i == 0 && cfg_.port > 0 ? std::to_string(cfg_.port) : "*");
+    try {
+      if (num_ports > 1) sock_.set(zmq::sockopt::affinity, uint64_t{1} << i);
+      sock_.bind(ep);
+    } catch (const zmq::error_t& e) {
+      KV_FAIL(KV_ERR_NETWORK, "server cannot bind %s: %s", ep.c_str(), e.what());
+    }
+    const std::string last = sock_.get(zmq::sockopt::last_endpoint);
+    ports.push_back(std::atoi(last.c_str() + last.rfind(':') + 1));
   }
-  const std::string last = sock_.get(zmq::sockopt::last_endpoint);
-  const int port = std::atoi(last.c_str() + last.rfind(':') + 1);
-  JoinResult j = JoinJob(sched_, cfg_, port);
+  JoinResult j = JoinJob(sched_, cfg_, ports);
   rank_ = j.rank;
   num_workers_ = j.num_workers;
   worker_dead_.assign(static_cast<size_t>(num_workers_), false);
   SetLogPrefix("server " + std::to_string(rank_));
-  if (cfg_.verbose >= 1) Log("serving on %s for %d workers", last.c_str(), num_workers_);
+  if (cfg_.verbose >= 1) {
+    Log("serving on %s:%s for %d workers", cfg_.host.c_str(), FormatPorts(ports).c_str(), num_workers_);
+  }
   last_sched_ = NowSec();
   double next_hb = NowSec();
   while (!stop_) {

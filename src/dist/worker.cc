@@ -260,7 +260,7 @@ WorkerStore::WorkerStore(const std::string& type, const Config& cfg)
       ctx_(cfg.IoThreads()), sched_(ctx_, zmq::socket_type::dealer) {
   comm_ = type.find("device") != std::string::npos ? CreateDeviceComm() : CreateCpuComm();
   ConfigureSocket(sched_);
-  JoinResult j = JoinJob(sched_, cfg_, 0);
+  JoinResult j = JoinJob(sched_, cfg_, {});
   rank_ = j.rank;
   num_workers_ = j.num_workers;
   num_servers_ = j.num_servers;
@@ -272,7 +272,15 @@ WorkerStore::WorkerStore(const std::string& type, const Config& cfg)
     server_names_.push_back("server " + std::to_string(servers_.size() - 1));
     zmq::socket_t& sk = servers_.back();
     ConfigureSocket(sk);
-    const std::string ep = "tcp://" + s.host + ":" + std::to_string(s.port);
+    // Server s is served by I/O thread s mod IoThreads (ZeroMQ would otherwise put the
+    // connections, made back to back, on whichever thread looked least loaded at the time);
+    // on the server, this worker uses the port of the server's I/O thread for its rank.
+    const int io_threads = cfg_.IoThreads();
+    if (io_threads > 1) {
+      sk.set(zmq::sockopt::affinity, uint64_t{1} << ((servers_.size() - 1) % static_cast<size_t>(io_threads)));
+    }
+    const int port = s.ports[static_cast<size_t>(rank_) % s.ports.size()];
+    const std::string ep = "tcp://" + s.host + ":" + std::to_string(port);
     try {
       sk.connect(ep);
     } catch (const zmq::error_t& e) {
