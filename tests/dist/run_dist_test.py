@@ -10,6 +10,9 @@ CASE:
   killed       launch with --keep-going; require every surviving worker to print
                SURVIVOR_OK naming worker 2, and the whole job to end within --max-sec
   garbage      like run, with PORT/TEST_SERVER_PORT set to a free port for the one server
+  spread       like run, with PS_VERBOSE=1: every server must listen on min(W, 4) ports (one
+               per ZeroMQ I/O thread) and worker r must connect to port r mod that count of
+               every server, so that workers' streams are received on distinct threads
   launcher-fail  a worker exits 3: the launcher must return 3 and stop the rest quickly
   bench        run bench/dist/dist_bench (its --sizes list in the command): require exit 0
                and, from worker 0, one table row per size whose throughputs and ratios
@@ -101,6 +104,25 @@ def main():
         expect_pass(a, rc, out)
         if "dropped a malformed message" not in out:
             raise SystemExit("FAIL: the server logged no dropped message")
+    elif a.case == "spread":
+        rc, out, _ = launch(a, ["PS_VERBOSE=1"], cmd)
+        expect_pass(a, rc, out)
+        want = min(a.workers, 4)
+        ports = {}
+        for srv, plist, nw in re.findall(r"^\[server (\d+)\] .*serving on [^:]+:([\d,]+) for (\d+) workers",
+                                         out, re.M):
+            ports[int(srv)] = [int(x) for x in plist.split(",")]
+            if len(ports[int(srv)]) != want or len(set(ports[int(srv)])) != want:
+                raise SystemExit("FAIL: server %s listens on %s, want %d distinct ports" % (srv, plist, want))
+        if sorted(ports) != list(range(a.servers)):
+            raise SystemExit("FAIL: listening ports logged for servers %s" % sorted(ports))
+        for w in range(a.workers):
+            for srv in range(a.servers):
+                expect = ports[srv][w % want]
+                if not re.search(r"^\[worker %d\] .*connected to server %d at tcp://[^:]+:%d$" % (w, srv, expect),
+                                 out, re.M):
+                    raise SystemExit("FAIL: worker %d did not connect to port %d of server %d" % (w, expect, srv))
+        print("every worker used its own port (and I/O thread) on every server")
     elif a.case == "determinism":
         with tempfile.TemporaryDirectory() as d:
             files = []
