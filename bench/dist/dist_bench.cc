@@ -8,7 +8,8 @@
 // Raw ZeroMQ is measured in the store's topology: worker 0 starts one sink process per
 // server (this program re-executed with --zmq-sink), and every worker moves the same bytes to
 // the same places as the store would (a key below the big-array bound to one sink, a larger
-// one cut into one part per sink), with ZeroMQ I/O threads as the store's nodes get:
+// one cut into one part per sink), with ZeroMQ I/O threads as the store's nodes get and
+// connections placed on them as the store places its own (a port per I/O thread):
 //   push      n pushes of one float32 key (they return at once), then WaitAll
 //             raw: n one-way messages per part, then a SYNC/ACK round trip per sink; and
 //             (zmqack) the store's protocol in raw ZeroMQ: a header frame + the part, an ack
