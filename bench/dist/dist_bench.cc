@@ -96,8 +96,9 @@ int IoThreadsFor(int peers) {
 // A sink stands in for one server: this program re-executed with --zmq-sink MAX IO PARENT,
 // started by worker 0, one per server. It has two ROUTER sockets on 127.0.0.1, each bound
 // to IO ports, port j with the affinity of I/O thread j, as a server binds its socket;
-// worker r uses port r mod IO. It prints the data ports, then the echo ports, on stdout. "data": one-way messages are dropped, "SYNC" is answered "ACK" (so a
-// sender knows every earlier message arrived), GET+size is answered with that many bytes
+// worker r uses port r mod IO. It prints the data ports, then the echo ports, on stdout.
+// "data": one-way messages are dropped, "SYNC" is answered "ACK" (so a sender knows every
+// earlier message arrived), GET+size is answered with that many bytes
 // (zero-copy from one buffer), and a two-frame ACK-ME+payload message is kept (until the
 // next one replaces it, as a server keeps a pushed value) and answered "ACK"; "echo": every
 // message goes back as it came (no copy). IO is the number of ZeroMQ I/O threads, as a
@@ -208,8 +209,8 @@ std::vector<Part> Placement(int key, size_t elems, size_t esize, int num_sinks, 
 
 // A worker's connections to every sink, with ZeroMQ I/O threads as the store's worker gets
 // (one per server, at most 4) and placed as the store places them: sink s on I/O thread
-// s mod IO, and on the sink the port of the sink's I/O thread for this worker's rank. The exchanges mirror the store's operations part by part:
-// one-way (push), GET request/reply (pull), echo (pushpull), and acknowledged one-way (the
+// s mod IO, and on the sink the port of the sink's I/O thread for this worker's rank. The
+// exchanges mirror the store's operations part by part: one-way (push), GET request/reply (pull), echo (pushpull), and acknowledged one-way (the
 // push protocol); `window` operations in flight for all but one-way (the store allows 8
 // pushes of a key in flight, the default window).
 class RawPeers {
@@ -217,7 +218,7 @@ class RawPeers {
   // ports: per sink, its sink_io data ports, then its sink_io echo ports.
   RawPeers(const std::vector<int>& ports, int num_sinks, int sink_io, int rank)
       : ctx_(IoThreadsFor(num_sinks)) {
-    const int io = IoThreadsFor(num_sinks);
+    const int io = ctx_.get(zmq::ctxopt::io_threads);
     for (int s = 0; s < num_sinks; ++s) {
       data_.emplace_back(ctx_, zmq::socket_type::dealer);
       echo_.emplace_back(ctx_, zmq::socket_type::dealer);
