@@ -112,6 +112,8 @@ def main():
         for srv, plist, nw in re.findall(r"^\[server (\d+)\] .*serving on [^:]+:([\d,]+) for (\d+) workers",
                                          out, re.M):
             ports[int(srv)] = [int(x) for x in plist.split(",")]
+            if int(nw) != a.workers:
+                raise SystemExit("FAIL: server %s serves %s workers, want %d" % (srv, nw, a.workers))
             if len(ports[int(srv)]) != want or len(set(ports[int(srv)])) != want:
                 raise SystemExit("FAIL: server %s listens on %s, want %d distinct ports" % (srv, plist, want))
         if sorted(ports) != list(range(a.servers)):
