@@ -7,7 +7,7 @@
 #include <netinet/in.h>
 #include <unistd.h>
 
-#include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
@@ -16,6 +16,7 @@
 #include <limits>
 #include <mutex>
 #include <sstream>
+#include <string_view>
 
 #include "core/dtype.h"
 
@@ -47,32 +48,71 @@ const char* Env(const char* name) {
   return (v != nullptr && *v != '\0') ? v : nullptr;
 }
 
-int64_t EnvInt(const char* name, int64_t dflt, int64_t lo, int64_t hi, bool required) {
+// Numeric variables. A value is a plain decimal number (no sign '+', no hex, no unit) with
+// nothing around it but blanks: " 80", "80 " and "80\n" all mean 80 (values pasted from
+// files and YAML often end in a newline). An empty or blank value counts as unset. Anything
+// else, or a number outside [lo, hi], is INVALID_ARGUMENT naming the variable, (the start of)
+// the value and the accepted range. std::from_chars ignores the C locale, so a host that
+// switched LC_NUMERIC to a comma locale still reads "0.25".
+constexpr const char* kBlanks = " \t\n\r\v\f";
+
+// The value of `name` without surrounding blanks; false when unset or blank.
+bool EnvNumberText(const char* name, std::string_view* out) {
   const char* v = Env(name);
-  if (v == nullptr) {
-    KV_CHECK(!required, KV_ERR_INVALID_ARGUMENT,
-             "%s is not set; the distributed stores need DMLC_ROLE, DMLC_PS_ROOT_URI, "
-             "DMLC_PS_ROOT_PORT, DMLC_NUM_WORKER and DMLC_NUM_SERVER (see kvstore-launch)",
-             name);
+  if (v == nullptr) return false;
+  std::string_view t(v);
+  const size_t b = t.find_first_not_of(kBlanks);
+  if (b == std::string_view::npos) return false;
+  *out = t.substr(b, t.find_last_not_of(kBlanks) - b + 1);
+  return true;
+}
+
+// The value as an error message quotes it: at most 40 bytes, control characters as '?'.
+std::string QuoteValue(const char* name) {
+  const char* v = std::getenv(name);
+  std::string q;
+  for (const char* p = v; p != nullptr && *p != '\0'; ++p) {
+    if (q.size() == 40) return "'" + q + "...'";
+    q += (static_cast<unsigned char>(*p) < 0x20 || *p == 0x7f) ? '?' : *p;
+  }
+  return "'" + q + "'";
+}
+
+[[noreturn]] void MissingVariable(const char* name) {
+  KV_FAIL(KV_ERR_INVALID_ARGUMENT,
+          "%s is not set; the distributed stores need DMLC_ROLE, DMLC_PS_ROOT_URI, "
+          "DMLC_PS_ROOT_PORT, DMLC_NUM_WORKER and DMLC_NUM_SERVER (see kvstore-launch)",
+          name);
+}
+
+int64_t EnvInt(const char* name, int64_t dflt, int64_t lo, int64_t hi, bool required) {
+  std::string_view t;
+  if (!EnvNumberText(name, &t)) {
+    if (required) MissingVariable(name);
     return dflt;
   }
-  errno = 0;
-  char* end = nullptr;
-  long long x = std::strtoll(v, &end, 10);
-  KV_CHECK(errno == 0 && end != v && *end == '\0' && x >= lo && x <= hi,
-           KV_ERR_INVALID_ARGUMENT, "%s='%s' is not an integer in [%lld, %lld]", name, v,
-           static_cast<long long>(lo), static_cast<long long>(hi));
+  int64_t x = 0;
+  const auto r = std::from_chars(t.data(), t.data() + t.size(), x, 10);
+  KV_CHECK(r.ec == std::errc() && r.ptr == t.data() + t.size() && x >= lo && x <= hi,
+           KV_ERR_INVALID_ARGUMENT, "%s=%s is not an integer in [%lld, %lld]", name,
+           QuoteValue(name).c_str(), static_cast<long long>(lo), static_cast<long long>(hi));
   return x;
 }
 
-double EnvDouble(const char* name, double dflt) {
-  const char* v = Env(name);
-  if (v == nullptr) return dflt;
-  errno = 0;
-  char* end = nullptr;
-  double x = std::strtod(v, &end);
-  KV_CHECK(errno == 0 && end != v && *end == '\0' && std::isfinite(x) && x >= 0,
-           KV_ERR_INVALID_ARGUMENT, "%s='%s' is not a number >= 0", name, v);
+// Durations in seconds (fractions allowed): a number in [lo, hi], or 0 when `zero_means`
+// is not null (it says what 0 means). `hi` keeps every conversion to milliseconds (poll
+// timeouts, deadlines) far from overflow.
+double EnvSeconds(const char* name, double dflt, double lo, double hi, const char* zero_means) {
+  std::string_view t;
+  if (!EnvNumberText(name, &t)) return dflt;
+  double x = 0;
+  const auto r = std::from_chars(t.data(), t.data() + t.size(), x, std::chars_format::general);
+  const bool parsed = r.ec == std::errc() && r.ptr == t.data() + t.size();
+  // Written so that NaN fails both comparisons.
+  KV_CHECK(parsed && ((x >= lo && x <= hi) || (x == 0 && zero_means != nullptr)),
+           KV_ERR_INVALID_ARGUMENT, "%s=%s is not a number of seconds in [%.17g, %.17g]%s%s%s",
+           name, QuoteValue(name).c_str(), lo, hi, zero_means != nullptr ? " or 0 (" : "",
+           zero_means != nullptr ? zero_means : "", zero_means != nullptr ? ")" : "");
   return x;
 }
 
@@ -105,15 +145,20 @@ Config Config::Load() {
   const int64_t kMaxBound = std::numeric_limits<int64_t>::max();
   c.bigarray_bound = EnvInt("KVSTORE_BIGARRAY_BOUND", 1000000, 1, kMaxBound, false);
   c.bigarray_bound = EnvInt("MXNET_KVSTORE_BIGARRAY_BOUND", c.bigarray_bound, 1, kMaxBound, false);
-  c.timeout_sec = EnvDouble("KVSTORE_TIMEOUT_SEC", 60);
   c.io_threads = static_cast<int>(EnvInt("KVSTORE_IO_THREADS", 0, 0, 64, false));
-  // ps-lite's names are honoured when positive; ours win when both are set.
-  double ps_int = EnvDouble("PS_HEARTBEAT_INTERVAL", 0);
-  double ps_to = EnvDouble("PS_HEARTBEAT_TIMEOUT", 0);
-  c.heartbeat_interval_sec = EnvDouble("KVSTORE_HEARTBEAT_INTERVAL_SEC", ps_int > 0 ? ps_int : 1);
-  c.heartbeat_timeout_sec = EnvDouble("KVSTORE_HEARTBEAT_TIMEOUT_SEC", ps_to > 0 ? ps_to : 10);
-  KV_CHECK(c.heartbeat_interval_sec > 0, KV_ERR_INVALID_ARGUMENT,
-           "the heartbeat interval must be > 0");
+  // Durations: at most 10^7 s (116 days); the heartbeat interval at most an hour; none
+  // shorter than 1 ms. ps-lite's names are honoured when positive (0 is ps-lite's "no
+  // heartbeats", which this implementation does not offer: the defaults apply); ours win
+  // when both are set.
+  const double kMaxSec = 1e7;
+  c.timeout_sec = EnvSeconds("KVSTORE_TIMEOUT_SEC", 60, 0.001, kMaxSec, "wait forever");
+  const double ps_int = EnvSeconds("PS_HEARTBEAT_INTERVAL", 0, 0.001, 3600, "the default");
+  const double ps_to = EnvSeconds("PS_HEARTBEAT_TIMEOUT", 0, 0.001, kMaxSec, "the default");
+  c.heartbeat_interval_sec =
+      EnvSeconds("KVSTORE_HEARTBEAT_INTERVAL_SEC", ps_int > 0 ? ps_int : 1, 0.001, 3600, nullptr);
+  c.heartbeat_timeout_sec =
+      EnvSeconds("KVSTORE_HEARTBEAT_TIMEOUT_SEC", ps_to > 0 ? ps_to : 10, 0.001, kMaxSec, nullptr);
+  // A node is declared dead only after missing at least two heartbeats.
   if (c.heartbeat_timeout_sec < 2 * c.heartbeat_interval_sec) {
     c.heartbeat_timeout_sec = 2 * c.heartbeat_interval_sec;
   }
