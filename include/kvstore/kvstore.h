@@ -17,6 +17,12 @@
  *  - Handles. KVStoreHandle and KVArrayHandle are pointers to distinct incomplete structs.
  *    Passing NULL where a handle is required returns KV_ERR_NULL_POINTER. Passing a handle
  *    that was already freed is undefined behaviour, as with free().
+ *  - Freeing during a call. KVStoreFree and KVArrayFree of a handle that a call still running
+ *    was given (on another thread, or the store's own updater or controller freeing its
+ *    store, or the array being pushed) return KV_ERR_BUSY, free nothing and leave the handle
+ *    usable; free it again once that call has returned. The library only sees calls that
+ *    have entered it: a program that frees a handle on one thread while another thread may
+ *    be about to pass it to a call must order the two itself (every binding does).
  *  - Ownership. Objects created by a *Create function are owned by the caller and released by
  *    the matching *Free function, which accepts NULL. Strings returned through `const char**`
  *    are owned by the library and stay valid as stated per function.
@@ -145,10 +151,11 @@ typedef enum KVBinaryOp {
 KVSTORE_API int KVArrayCreate(const int64_t* shape, int ndim, int dtype, int dev_type,
                               int dev_id, KVArrayHandle* out);
 
-/* Releases an array. NULL is accepted. Returns 0. The array must not be in use by another
- * call at the same time. A pending pull into the array is waited for (its error dropped); a
- * distributed push still reading it keeps the memory alive until it is sent, without making
- * this call wait. */
+/* Releases an array. NULL is accepted. A pending pull into the array is waited for (its
+ * error dropped); a distributed push still reading it keeps the memory alive until it is
+ * sent, without making this call wait. Errors: BUSY (a call that was given the array is
+ * still running; nothing is freed), INVALID_ARGUMENT (the array is lent by the store, e.g.
+ * an updater's `recv` or `stored`, or is already being freed). */
 KVSTORE_API int KVArrayFree(KVArrayHandle array);
 
 /* Number of dimensions. Errors: NULL_POINTER. */
@@ -225,8 +232,8 @@ typedef KVStore* KVStoreHandle;
 
 /* Updater: merges the summed pushed value `recv` into `stored`, in place, for an int key
  * (or, when no string updater is set, for the internal int id of a string key).
- * `recv` and `stored` are borrowed for the duration of the call: do not free them or keep
- * them. Use the KVArray* functions to read and write them. Return 0 on success; any other
+ * `recv` and `stored` are borrowed for the duration of the call: do not keep them; freeing
+ * them returns INVALID_ARGUMENT. Use the KVArray* functions to read and write them. Return 0 on success; any other
  * value fails the push with KV_ERR_CALLBACK and the stored value stays as it was before the
  * push. The updater runs on the thread that called push/pushpull for in-process stores, and
  * on the thread that called KVStoreRunServer on a parameter server. It may run concurrently
@@ -260,9 +267,11 @@ typedef int (*KVController)(int head, const char* body, void* user_data);
 KVSTORE_API int KVStoreCreate(const char* type, KVStoreHandle* out);
 
 /* Releases a store, its stored values and its callback registrations (their free hooks run).
- * NULL is accepted. No other call on the store may be in progress. For a distributed
- * worker it first waits for pending operations and, unless disabled, runs the exit barrier.
- * Returns 0, or the error of that final barrier (the store is released anyway). */
+ * NULL is accepted. While another call on the store is running (another thread's, or the
+ * push or KVStoreRunServer whose updater or controller makes this call) it returns
+ * KV_ERR_BUSY and frees nothing. For a distributed worker it first waits for pending
+ * operations and, unless disabled, runs the exit barrier. Returns 0, BUSY, or the error of
+ * that final barrier (the store is released anyway). */
 KVSTORE_API int KVStoreFree(KVStoreHandle store);
 
 /* The type name given to KVStoreCreate, lowercased; owned by the store, valid until it is
@@ -320,12 +329,14 @@ KVSTORE_API int KVStoreBroadcastStr(KVStoreHandle store, int vnum, const char* c
 /* Registers the int-key updater; `updater` NULL restores the default (assign). A previous
  * registration is released through its free hook once no push is still running it. On
  * success the store owns `user_data` (free_fn, which may be NULL, runs exactly once); on
- * failure the caller keeps it. Errors: NULL_POINTER (store). */
+ * failure free_fn is never called and the caller keeps `user_data`, whatever the store type
+ * and role. Errors: NULL_POINTER (store), NOT_SUPPORTED (a distributed worker: updates run
+ * on the servers; use KVStoreSetOptimizer or a server program's updater). */
 KVSTORE_API int KVStoreSetUpdater(KVStoreHandle store, KVUpdater updater, void* user_data,
                                   KVFreeFn free_fn);
 
 /* Registers the string-key updater, used for string keys in preference to the int updater.
- * Ownership as KVStoreSetUpdater. Errors: NULL_POINTER (store). */
+ * Ownership and errors as KVStoreSetUpdater. */
 KVSTORE_API int KVStoreSetStrUpdater(KVStoreHandle store, KVStrUpdater updater,
                                      void* user_data, KVFreeFn free_fn);
 

@@ -30,7 +30,8 @@
   X(CUDA, -15, "a CUDA runtime call failed")                                               \
   X(NCCL, -16, "an NCCL call failed")                                                      \
   X(CALLBACK, -17, "a user callback returned a failure")                                  \
-  X(INTERNAL, -18, "an internal invariant was violated")
+  X(INTERNAL, -18, "an internal invariant was violated")                                  \
+  X(BUSY, -19, "the handle is in use by a call that has not returned")
 
 /* Error codes. Success is KV_OK (0); every failure is negative. */
 typedef enum KVErrorCode {
@@ -38,7 +39,7 @@ typedef enum KVErrorCode {
 #define KV_ERROR_ENUM_ENTRY_(sym, val, desc) KV_ERR_##sym = (val),
   KV_ERROR_TABLE(KV_ERROR_ENUM_ENTRY_)
 #undef KV_ERROR_ENUM_ENTRY_
-  KV_ERR_LAST_ = -18
+  KV_ERR_LAST_ = -19
 } KVErrorCode;
 
 #endif /* KVSTORE_ERRORS_H_ */

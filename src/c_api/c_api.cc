@@ -42,6 +42,19 @@ int Guard(Body&& body) noexcept {
 
 #define KV_REQUIRE(ptr, name) KV_CHECK((ptr) != nullptr, KV_ERR_NULL_POINTER, "%s is NULL", name)
 
+using InCall = kvstore::CallGate::Scope;
+
+// Checks a handle argument and holds it in use for the rest of the call, so that freeing it
+// meanwhile (from another thread, or from the store's own callback) is refused.
+InCall EnterStore(KVStoreHandle store) {
+  KV_REQUIRE(store, "store");
+  return InCall(store->call_gate(), "store");
+}
+InCall EnterArray(KVArrayHandle array, const char* name) {
+  KV_REQUIRE(array, name);
+  return InCall(array->call_gate(), name);
+}
+
 // Waits for pending asynchronous writes into an array before it is read.
 Array* Ready(KVArrayHandle a) {
   a->WaitPendingWrites();
@@ -61,48 +74,57 @@ kvstore::Shape ToShape(const int64_t* dims, int ndim) {
   return kvstore::Shape(dims, dims + ndim);
 }
 
+// The arrays of one call, validated and held in use until the call returns.
+struct CallArrays {
+  std::vector<Array*> arrays;
+  std::vector<InCall> in_use;
+  Array* const* data() { return arrays.data(); }
+};
+
 // Validates a key list and its parallel array list; returns the arrays, waited on (for
 // writing when `outputs`).
-std::vector<Array*> CheckList(const KeyList& keys, const KVArrayHandle* arrays, const char* what,
-                              bool outputs = false) {
+CallArrays CheckList(const KeyList& keys, const KVArrayHandle* arrays, const char* what, bool outputs = false) {
   KV_CHECK(keys.size >= 0, KV_ERR_INVALID_ARGUMENT, "negative %s count %d", what, keys.size);
-  std::vector<Array*> out(static_cast<size_t>(keys.size));
+  CallArrays out;
   if (keys.size == 0) return out;
   KV_CHECK((keys.kind == kvstore::KeyKind::kStr ? static_cast<const void*>(keys.strs)
                                                  : static_cast<const void*>(keys.ints)) != nullptr,
            KV_ERR_NULL_POINTER, "%s keys is NULL with count %d", what, keys.size);
   KV_CHECK(arrays != nullptr, KV_ERR_NULL_POINTER, "%s arrays is NULL with count %d", what, keys.size);
+  out.arrays.resize(static_cast<size_t>(keys.size));
+  out.in_use.reserve(static_cast<size_t>(keys.size));
   for (int i = 0; i < keys.size; ++i) {
     if (keys.kind == kvstore::KeyKind::kStr) {
       KV_CHECK(keys.strs[i] != nullptr, KV_ERR_NULL_POINTER, "%s key %d is NULL", what, i);
     }
     KV_CHECK(arrays[i] != nullptr, KV_ERR_NULL_POINTER, "%s array %d (key %s) is NULL", what, i,
              keys.Name(i).c_str());
-    out[i] = outputs ? ReadyToWrite(arrays[i]) : Ready(arrays[i]);
+    out.in_use.emplace_back(arrays[i]->call_gate(), "array");
+    out.arrays[i] = outputs ? ReadyToWrite(arrays[i]) : Ready(arrays[i]);
   }
   return out;
 }
 
 int StoreInit(KVStoreHandle store, const KeyList& keys, const KVArrayHandle* vals) {
   return Guard([&] {
-    KV_REQUIRE(store, "store");
-    std::vector<Array*> v = CheckList(keys, vals, "init");
+    const InCall in_call = EnterStore(store);
+    CallArrays v = CheckList(keys, vals, "init");
     store->Init(keys, v.data());
   });
 }
 
 int StorePush(KVStoreHandle store, const KeyList& keys, const KVArrayHandle* vals, int priority) {
   return Guard([&] {
-    KV_REQUIRE(store, "store");
-    std::vector<Array*> v = CheckList(keys, vals, "push");
+    const InCall in_call = EnterStore(store);
+    CallArrays v = CheckList(keys, vals, "push");
     store->Push(keys, v.data(), priority);
   });
 }
 
 int StorePull(KVStoreHandle store, const KeyList& keys, const KVArrayHandle* outs, int priority) {
   return Guard([&] {
-    KV_REQUIRE(store, "store");
-    std::vector<Array*> o = CheckList(keys, outs, "pull", true);
+    const InCall in_call = EnterStore(store);
+    CallArrays o = CheckList(keys, outs, "pull", true);
     store->Pull(keys, o.data(), priority);
   });
 }
@@ -111,12 +133,25 @@ template <bool kBroadcast>
 int StorePushPullOrBroadcast(KVStoreHandle store, const KeyList& vkeys, const KVArrayHandle* vals,
                              const KeyList& okeys, const KVArrayHandle* outs, int priority) {
   return Guard([&] {
-    KV_REQUIRE(store, "store");
-    std::vector<Array*> v = CheckList(vkeys, vals, kBroadcast ? "broadcast" : "pushpull");
-    std::vector<Array*> o = CheckList(okeys, outs, kBroadcast ? "broadcast output" : "pushpull output", true);
+    const InCall in_call = EnterStore(store);
+    CallArrays v = CheckList(vkeys, vals, kBroadcast ? "broadcast" : "pushpull");
+    CallArrays o = CheckList(okeys, outs, kBroadcast ? "broadcast output" : "pushpull output", true);
     if (kBroadcast) store->Broadcast(vkeys, v.data(), okeys, o.data(), priority);
     else store->PushPull(vkeys, v.data(), okeys, o.data(), priority);
   });
+}
+
+// Hands a callback registration to the store through `set`. The header leaves user_data with
+// the caller when registration fails, so a refused registration is disowned before this
+// function's reference, possibly the last, is dropped.
+template <typename Set>
+void Register(std::shared_ptr<kvstore::CallbackUpdater> registration, Set&& set) {
+  try {
+    set(registration);
+  } catch (...) {
+    registration->Disown();
+    throw;
+  }
 }
 
 int EnvRoleIs(const char* role, bool when_unset) {
@@ -172,17 +207,25 @@ int KVArrayCreate(const int64_t* shape, int ndim, int dtype, int dev_type, int d
   return Guard([&] {
     KV_REQUIRE(out, "out");
     std::unique_ptr<Array> a = Array::Create(ToShape(shape, ndim), dtype, kvstore::Context{dev_type, dev_id});
+    a->set_caller_owned();
     *out = a.release();
   });
 }
 
 int KVArrayFree(KVArrayHandle array) {
-  return Guard([&] { Array::Release(array); });
+  return Guard([&] {
+    if (array == nullptr) return;
+    KV_CHECK(array->caller_owned(), KV_ERR_INVALID_ARGUMENT,
+             "array %s is lent by the store (an updater's argument) and must not be freed",
+             array->Describe().c_str());
+    array->call_gate().Close("array");
+    Array::Release(array);
+  });
 }
 
 int KVArrayGetNDim(KVArrayHandle array, int* out_ndim) {
   return Guard([&] {
-    KV_REQUIRE(array, "array");
+    const InCall in_call = EnterArray(array, "array");
     KV_REQUIRE(out_ndim, "out_ndim");
     *out_ndim = array->ndim();
   });
@@ -190,7 +233,7 @@ int KVArrayGetNDim(KVArrayHandle array, int* out_ndim) {
 
 int KVArrayGetShape(KVArrayHandle array, int64_t* out_dims, int capacity, int* out_ndim) {
   return Guard([&] {
-    KV_REQUIRE(array, "array");
+    const InCall in_call = EnterArray(array, "array");
     KV_REQUIRE(out_ndim, "out_ndim");
     *out_ndim = array->ndim();
     KV_CHECK(capacity >= array->ndim(), KV_ERR_INVALID_ARGUMENT, "capacity %d is smaller than the rank %d",
@@ -202,7 +245,7 @@ int KVArrayGetShape(KVArrayHandle array, int64_t* out_dims, int capacity, int* o
 
 int KVArrayGetSize(KVArrayHandle array, int64_t* out_size) {
   return Guard([&] {
-    KV_REQUIRE(array, "array");
+    const InCall in_call = EnterArray(array, "array");
     KV_REQUIRE(out_size, "out_size");
     *out_size = array->size();
   });
@@ -210,7 +253,7 @@ int KVArrayGetSize(KVArrayHandle array, int64_t* out_size) {
 
 int KVArrayGetNBytes(KVArrayHandle array, size_t* out_nbytes) {
   return Guard([&] {
-    KV_REQUIRE(array, "array");
+    const InCall in_call = EnterArray(array, "array");
     KV_REQUIRE(out_nbytes, "out_nbytes");
     *out_nbytes = array->nbytes();
   });
@@ -218,7 +261,7 @@ int KVArrayGetNBytes(KVArrayHandle array, size_t* out_nbytes) {
 
 int KVArrayGetDType(KVArrayHandle array, int* out_dtype) {
   return Guard([&] {
-    KV_REQUIRE(array, "array");
+    const InCall in_call = EnterArray(array, "array");
     KV_REQUIRE(out_dtype, "out_dtype");
     *out_dtype = array->dtype();
   });
@@ -226,7 +269,7 @@ int KVArrayGetDType(KVArrayHandle array, int* out_dtype) {
 
 int KVArrayGetContext(KVArrayHandle array, int* out_dev_type, int* out_dev_id) {
   return Guard([&] {
-    KV_REQUIRE(array, "array");
+    const InCall in_call = EnterArray(array, "array");
     KV_REQUIRE(out_dev_type, "out_dev_type");
     KV_REQUIRE(out_dev_id, "out_dev_id");
     *out_dev_type = array->ctx().dev_type;
@@ -236,7 +279,7 @@ int KVArrayGetContext(KVArrayHandle array, int* out_dev_type, int* out_dev_id) {
 
 int KVArrayGetData(KVArrayHandle array, void** out_data) {
   return Guard([&] {
-    KV_REQUIRE(array, "array");
+    const InCall in_call = EnterArray(array, "array");
     KV_REQUIRE(out_data, "out_data");
     KV_CHECK(array->ctx().is_cpu(), KV_ERR_DEVICE, "array %s is not in host memory", array->Describe().c_str());
     *out_data = array->ExposeData();
@@ -245,7 +288,7 @@ int KVArrayGetData(KVArrayHandle array, void** out_data) {
 
 int KVArrayCopyFromHost(KVArrayHandle array, const void* data, size_t nbytes) {
   return Guard([&] {
-    KV_REQUIRE(array, "array");
+    const InCall in_call = EnterArray(array, "array");
     KV_CHECK(nbytes == array->nbytes(), KV_ERR_INVALID_ARGUMENT,
              "copy from host: %zu bytes given, array %s holds %zu bytes", nbytes, array->Describe().c_str(),
              array->nbytes());
@@ -257,7 +300,7 @@ int KVArrayCopyFromHost(KVArrayHandle array, const void* data, size_t nbytes) {
 
 int KVArrayCopyToHost(KVArrayHandle array, void* data, size_t nbytes) {
   return Guard([&] {
-    KV_REQUIRE(array, "array");
+    const InCall in_call = EnterArray(array, "array");
     KV_CHECK(nbytes == array->nbytes(), KV_ERR_INVALID_ARGUMENT,
              "copy to host: %zu bytes given, array %s holds %zu bytes", nbytes, array->Describe().c_str(),
              array->nbytes());
@@ -269,8 +312,8 @@ int KVArrayCopyToHost(KVArrayHandle array, void* data, size_t nbytes) {
 
 int KVArrayCopy(KVArrayHandle dst, KVArrayHandle src) {
   return Guard([&] {
-    KV_REQUIRE(dst, "dst");
-    KV_REQUIRE(src, "src");
+    const InCall in_call_dst = EnterArray(dst, "dst");
+    const InCall in_call_src = EnterArray(src, "src");
     kvstore::CheckSameShapeDType(*dst, *src, "copy from " + src->Describe() + " to " + dst->Describe());
     kvstore::CopyArray(ReadyToWrite(dst), *Ready(src));
   });
@@ -278,16 +321,16 @@ int KVArrayCopy(KVArrayHandle dst, KVArrayHandle src) {
 
 int KVArrayFill(KVArrayHandle array, double value) {
   return Guard([&] {
-    KV_REQUIRE(array, "array");
+    const InCall in_call = EnterArray(array, "array");
     kvstore::GetBackend(array->ctx().dev_type).Fill(ReadyToWrite(array), value);
   });
 }
 
 int KVArrayBinary(int op, KVArrayHandle a, KVArrayHandle b, KVArrayHandle out) {
   return Guard([&] {
-    KV_REQUIRE(a, "a");
-    KV_REQUIRE(b, "b");
-    KV_REQUIRE(out, "out");
+    const InCall in_call_a = EnterArray(a, "a");
+    const InCall in_call_b = EnterArray(b, "b");
+    const InCall in_call_out = EnterArray(out, "out");
     kvstore::CheckSameShapeDType(*a, *b, "element-wise operands " + a->Describe() + " and " + b->Describe());
     kvstore::CheckSameShapeDType(*a, *out, "element-wise output " + out->Describe());
     KV_CHECK(a->ctx() == b->ctx() && a->ctx() == out->ctx(), KV_ERR_DEVICE,
@@ -299,8 +342,8 @@ int KVArrayBinary(int op, KVArrayHandle a, KVArrayHandle b, KVArrayHandle out) {
 
 int KVArrayBinaryScalar(int op, KVArrayHandle a, double scalar, KVArrayHandle out) {
   return Guard([&] {
-    KV_REQUIRE(a, "a");
-    KV_REQUIRE(out, "out");
+    const InCall in_call_a = EnterArray(a, "a");
+    const InCall in_call_out = EnterArray(out, "out");
     kvstore::CheckSameShapeDType(*a, *out, "element-wise output " + out->Describe());
     KV_CHECK(a->ctx() == out->ctx(), KV_ERR_DEVICE, "element-wise operands must be on one device: %s, %s",
              a->ctx().ToString().c_str(), out->ctx().ToString().c_str());
@@ -310,7 +353,7 @@ int KVArrayBinaryScalar(int op, KVArrayHandle a, double scalar, KVArrayHandle ou
 
 int KVArrayWaitToRead(KVArrayHandle array) {
   return Guard([&] {
-    KV_REQUIRE(array, "array");
+    const InCall in_call = EnterArray(array, "array");
     array->WaitPendingWrites();
   });
 }
@@ -327,14 +370,16 @@ int KVStoreCreate(const char* type, KVStoreHandle* out) {
 
 int KVStoreFree(KVStoreHandle store) {
   return Guard([&] {
+    if (store == nullptr) return;
+    store->call_gate().Close("store");  // BUSY while a call runs: nothing is freed
     std::unique_ptr<Store> owned(store);  // destroyed even when Close throws
-    if (owned) owned->Close();
+    owned->Close();
   });
 }
 
 int KVStoreGetType(KVStoreHandle store, const char** out_type) {
   return Guard([&] {
-    KV_REQUIRE(store, "store");
+    const InCall in_call = EnterStore(store);
     KV_REQUIRE(out_type, "out_type");
     *out_type = store->type().c_str();
   });
@@ -387,22 +432,25 @@ int KVStoreBroadcastStr(KVStoreHandle store, int vnum, const char* const* vkeys,
 
 int KVStoreSetUpdater(KVStoreHandle store, KVUpdater updater, void* user_data, KVFreeFn free_fn) {
   return Guard([&] {
-    KV_REQUIRE(store, "store");
-    // The registration takes ownership only once it exists; before that the caller keeps it.
-    store->SetUpdater(updater ? kvstore::MakeCallbackUpdater(updater, user_data, free_fn) : nullptr);
+    const InCall in_call = EnterStore(store);
+    if (!updater) return store->SetUpdater(nullptr);
+    Register(kvstore::MakeCallbackUpdater(updater, user_data, free_fn),
+             [store](std::shared_ptr<kvstore::Updater> u) { store->SetUpdater(std::move(u)); });
   });
 }
 
 int KVStoreSetStrUpdater(KVStoreHandle store, KVStrUpdater updater, void* user_data, KVFreeFn free_fn) {
   return Guard([&] {
-    KV_REQUIRE(store, "store");
-    store->SetStrUpdater(updater ? kvstore::MakeStrCallbackUpdater(updater, user_data, free_fn) : nullptr);
+    const InCall in_call = EnterStore(store);
+    if (!updater) return store->SetStrUpdater(nullptr);
+    Register(kvstore::MakeStrCallbackUpdater(updater, user_data, free_fn),
+             [store](std::shared_ptr<kvstore::Updater> u) { store->SetStrUpdater(std::move(u)); });
   });
 }
 
 int KVStoreSetOptimizer(KVStoreHandle store, const char* spec) {
   return Guard([&] {
-    KV_REQUIRE(store, "store");
+    const InCall in_call = EnterStore(store);
     KV_REQUIRE(spec, "spec");
     store->SetOptimizer(spec);
   });
@@ -410,7 +458,7 @@ int KVStoreSetOptimizer(KVStoreHandle store, const char* spec) {
 
 int KVStoreGetRank(KVStoreHandle store, int* out_rank) {
   return Guard([&] {
-    KV_REQUIRE(store, "store");
+    const InCall in_call = EnterStore(store);
     KV_REQUIRE(out_rank, "out_rank");
     *out_rank = store->Rank();
   });
@@ -418,7 +466,7 @@ int KVStoreGetRank(KVStoreHandle store, int* out_rank) {
 
 int KVStoreGetGroupSize(KVStoreHandle store, int* out_size) {
   return Guard([&] {
-    KV_REQUIRE(store, "store");
+    const InCall in_call = EnterStore(store);
     KV_REQUIRE(out_size, "out_size");
     *out_size = store->GroupSize();
   });
@@ -426,21 +474,21 @@ int KVStoreGetGroupSize(KVStoreHandle store, int* out_size) {
 
 int KVStoreBarrier(KVStoreHandle store) {
   return Guard([&] {
-    KV_REQUIRE(store, "store");
+    const InCall in_call = EnterStore(store);
     store->Barrier();
   });
 }
 
 int KVStoreWaitAll(KVStoreHandle store) {
   return Guard([&] {
-    KV_REQUIRE(store, "store");
+    const InCall in_call = EnterStore(store);
     store->WaitAll();
   });
 }
 
 int KVStoreGetNumDeadNode(KVStoreHandle store, int node_id, int timeout_sec, int* out_number) {
   return Guard([&] {
-    KV_REQUIRE(store, "store");
+    const InCall in_call = EnterStore(store);
     KV_REQUIRE(out_number, "out_number");
     *out_number = store->NumDeadNodes(node_id, timeout_sec);
   });
@@ -448,14 +496,14 @@ int KVStoreGetNumDeadNode(KVStoreHandle store, int node_id, int timeout_sec, int
 
 int KVStoreSetBarrierBeforeExit(KVStoreHandle store, int barrier_before_exit) {
   return Guard([&] {
-    KV_REQUIRE(store, "store");
+    const InCall in_call = EnterStore(store);
     store->SetBarrierBeforeExit(barrier_before_exit != 0);
   });
 }
 
 int KVStoreSendCommandToServers(KVStoreHandle store, int head, const char* body) {
   return Guard([&] {
-    KV_REQUIRE(store, "store");
+    const InCall in_call = EnterStore(store);
     KV_REQUIRE(body, "body");
     KV_CHECK(head >= 0, KV_ERR_INVALID_ARGUMENT, "command head %d is reserved (heads < 0 belong to the library)",
              head);
@@ -465,7 +513,7 @@ int KVStoreSendCommandToServers(KVStoreHandle store, int head, const char* body)
 
 int KVStoreRunServer(KVStoreHandle store, KVController controller, void* user_data) {
   return Guard([&] {
-    KV_REQUIRE(store, "store");
+    const InCall in_call = EnterStore(store);
     store->RunServer(controller, user_data);
   });
 }

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "core/call_gate.h"
 #include "core/dtype.h"
 
 namespace kvstore {
@@ -88,6 +89,13 @@ struct KVArray_ {
   // write may call it (readers wait for that write, so nobody holds the old pointer).
   bool AdoptStorage(std::shared_ptr<void> storage);
 
+  // The C-ABI calls running on this array (see call_gate.h).
+  kvstore::CallGate& call_gate() { return call_gate_; }
+  // Whether the caller owns the array (made by KVArrayCreate) or the library lends it (an
+  // updater's recv/stored); only owned arrays may be freed through the ABI.
+  bool caller_owned() const { return caller_owned_; }
+  void set_caller_owned() { caller_owned_ = true; }
+
   // Deletes the array (KVArrayFree) after waiting for pending writes (their error is
   // dropped); while reads are pending the deletion is left to the last EndPendingRead, so
   // freeing never waits for the network.
@@ -103,6 +111,8 @@ struct KVArray_ {
   size_t nbytes_ = 0;
   void* data_ = nullptr;
   std::shared_ptr<void> storage_;
+  kvstore::CallGate call_gate_;
+  bool caller_owned_ = false;
 
   std::mutex pending_mu_;
   std::condition_variable pending_cv_;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/array.h"
+#include "core/call_gate.h"
 #include "core/updater.h"
 
 namespace kvstore { class Comm; }
@@ -40,6 +41,8 @@ struct KVStore_ {
   KVStore_& operator=(const KVStore_&) = delete;
 
   const std::string& type() const { return type_; }
+  // The C-ABI calls running on this store (see call_gate.h).
+  kvstore::CallGate& call_gate() { return call_gate_; }
 
   virtual void Init(const kvstore::KeyList& keys, const kvstore::Array* const* vals) = 0;
   virtual void Push(const kvstore::KeyList& keys, const kvstore::Array* const* vals,
@@ -74,6 +77,7 @@ struct KVStore_ {
 
  private:
   std::string type_;
+  kvstore::CallGate call_gate_;
 };
 
 namespace kvstore {

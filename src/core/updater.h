@@ -17,10 +17,30 @@ class Updater {
   virtual void Update(int key, const char* str_key, Array* recv, Array* stored) = 0;
 };
 
-// Wraps a C callback registration; the destructor runs free_fn(user_data) exactly once.
-std::shared_ptr<Updater> MakeCallbackUpdater(KVUpdater fn, void* user_data, KVFreeFn free_fn);
-std::shared_ptr<Updater> MakeStrCallbackUpdater(KVStrUpdater fn, void* user_data,
-                                                KVFreeFn free_fn);
+// A C callback registration (KVStoreSetUpdater and its string twin). It owns user_data from
+// construction: the destructor runs free_fn(user_data) exactly once, when the last push
+// holding the registration lets go of it. A registration the store refused is disowned
+// before it is dropped, because the header leaves user_data with the caller on failure.
+class CallbackUpdater : public Updater {
+ public:
+  CallbackUpdater(void* user_data, KVFreeFn free_fn) : user_data_(user_data), free_fn_(free_fn) {}
+  ~CallbackUpdater() override;
+  CallbackUpdater(const CallbackUpdater&) = delete;
+  CallbackUpdater& operator=(const CallbackUpdater&) = delete;
+  // Hands user_data back to the caller: free_fn will not run.
+  void Disown() { free_fn_ = nullptr; }
+
+ protected:
+  void* user_data() const { return user_data_; }
+
+ private:
+  void* user_data_;
+  KVFreeFn free_fn_;
+};
+
+std::shared_ptr<CallbackUpdater> MakeCallbackUpdater(KVUpdater fn, void* user_data, KVFreeFn free_fn);
+std::shared_ptr<CallbackUpdater> MakeStrCallbackUpdater(KVStrUpdater fn, void* user_data,
+                                                        KVFreeFn free_fn);
 
 // Thread-local marker of "an updater of this store is running on this thread"; store data
 // calls made from inside an updater are rejected to avoid self-deadlock.

@@ -22,7 +22,8 @@
  *                   locally, bit for bit; rank 0 writes the bytes to file F.
  *   api             errors and control calls: unknown key, shape/dtype mismatch, mixed key
  *                   kinds, commands to the servers' controller, barrier, dead-node count,
- *                   rank/size, bad optimizer spec, set_updater refused on a worker.
+ *                   rank/size, bad optimizer spec, set_updater refused on a worker (its
+ *                   free hook not run: the caller keeps user_data).
  *   killed          worker 2 dies (SIGKILL) in the middle of round 1; the others must fail
  *                   within the timeout with an error naming worker 2 (prints SURVIVOR_OK).
  *   killed_server   server 1 dies (SIGKILL, from its controller) while a command is in
@@ -356,6 +357,18 @@ static int Determinism(KVStoreHandle kv, const char* path) {
   return 0;
 }
 
+static int AssignUpdater(int key, KVArrayHandle recv, KVArrayHandle stored, void* user_data) {
+  (void)key;
+  (void)user_data;
+  return KVArrayCopy(stored, recv);
+}
+static int AssignStrUpdater(const char* key, KVArrayHandle recv, KVArrayHandle stored, void* user_data) {
+  (void)key;
+  (void)user_data;
+  return KVArrayCopy(stored, recv);
+}
+static void CountFree(void* user_data) { ++*(int*)user_data; }
+
 static int Api(KVStoreHandle kv) {
   int n = 0, rank = -1, rc;
   OK(KVStoreGetGroupSize(kv, &n));
@@ -387,6 +400,14 @@ static int Api(KVStoreHandle kv) {
   CHECK(rc == KV_ERR_INVALID_ARGUMENT, "bad optimizer: %s", KVErrorName(rc));
   rc = KVStoreSetUpdater(kv, NULL, NULL, NULL);
   CHECK(rc == KV_ERR_NOT_SUPPORTED, "set_updater on a worker: %s", KVErrorName(rc));
+  /* A refused registration leaves user_data with the caller: its free hook never runs. */
+  int frees = 0;
+  rc = KVStoreSetUpdater(kv, AssignUpdater, &frees, CountFree);
+  CHECK(rc == KV_ERR_NOT_SUPPORTED && frees == 0, "refused set_updater: %s, free hook ran %d times",
+        KVErrorName(rc), frees);
+  rc = KVStoreSetStrUpdater(kv, AssignStrUpdater, &frees, CountFree);
+  CHECK(rc == KV_ERR_NOT_SUPPORTED && frees == 0, "refused set_str_updater: %s, free hook ran %d times",
+        KVErrorName(rc), frees);
 
   /* Commands reach every server's controller; head 13 makes the controller fail. */
   OK(KVStoreSendCommandToServers(kv, 5, "hello servers"));
