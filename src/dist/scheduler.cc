@@ -13,8 +13,16 @@
 //   4. A worker that is done sends FINISH. When every worker has finished or died, the
 //      servers receive SHUTDOWN; the scheduler returns once they acknowledged or died.
 // Everything runs on the thread that called KVStoreRunServer; there is no other thread.
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netdb.h>
+#include <netinet/in.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <set>
 
@@ -24,6 +32,100 @@ namespace kvstore {
 namespace dist {
 
 namespace {
+
+// The IPv4 addresses of this host's interfaces.
+std::set<uint32_t> LocalAddresses() {
+  std::set<uint32_t> out;
+  struct ifaddrs* ifs = nullptr;
+  if (getifaddrs(&ifs) != 0) return out;
+  for (struct ifaddrs* p = ifs; p != nullptr; p = p->ifa_next) {
+    if (p->ifa_addr != nullptr && p->ifa_addr->sa_family == AF_INET) {
+      out.insert(reinterpret_cast<struct sockaddr_in*>(p->ifa_addr)->sin_addr.s_addr);
+    }
+  }
+  freeifaddrs(ifs);
+  return out;
+}
+
+// The first address `name` resolves to that belongs to this host; "" when none does.
+std::string ResolveToLocalAddress(const std::string& name) {
+  struct addrinfo hints {};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  struct addrinfo* res = nullptr;
+  if (getaddrinfo(name.c_str(), nullptr, &hints, &res) != 0) return "";
+  const std::set<uint32_t> local = LocalAddresses();
+  std::string found;
+  for (struct addrinfo* p = res; p != nullptr && found.empty(); p = p->ai_next) {
+    const auto* sin = reinterpret_cast<const struct sockaddr_in*>(p->ai_addr);
+    char buf[INET_ADDRSTRLEN];
+    if (local.count(sin->sin_addr.s_addr) != 0 &&
+        inet_ntop(AF_INET, &sin->sin_addr, buf, sizeof(buf)) != nullptr) {
+      found = buf;
+    }
+  }
+  freeaddrinfo(res);
+  return found;
+}
+
+// Binds the scheduler's socket; returns the endpoint. The scheduler listens only where the
+// job told it to, because a wildcard nobody asked for exposes the job on every interface:
+//   1. KVSTORE_SCHEDULER_BIND when set: an IPv4 address or interface name of this host, or
+//      "*" for every interface (for a root URI this host cannot bind: NAT, a load balancer,
+//      a Kubernetes ClusterIP service); "*" is logged.
+//   2. Otherwise DMLC_PS_ROOT_URI as given (an IPv4 address or interface name), else the
+//      first address it resolves to that belongs to this host ("localhost", a host name, a
+//      Kubernetes headless service).
+// Anything else is a NETWORK error naming the address, the port and the variables.
+std::string BindScheduler(const Config& cfg, zmq::socket_t& sock) {
+  const std::string port = std::to_string(cfg.root_port);
+  const char* opt = std::getenv("KVSTORE_SCHEDULER_BIND");
+  if (opt != nullptr && *opt != '\0') {
+    const std::string ep = "tcp://" + std::string(opt) + ":" + port;
+    try {
+      sock.bind(ep);
+    } catch (const zmq::error_t& e) {
+      KV_FAIL(KV_ERR_NETWORK, "scheduler cannot listen on %s (KVSTORE_SCHEDULER_BIND=%s, "
+              "DMLC_PS_ROOT_PORT=%s): %s", ep.c_str(), opt, port.c_str(), e.what());
+    }
+    if (std::strcmp(opt, "*") == 0) {
+      Log("listening on every interface, port %s (KVSTORE_SCHEDULER_BIND=*); nodes reach it "
+          "at %s", port.c_str(), cfg.SchedulerEndpoint().c_str());
+    }
+    return ep;
+  }
+  const std::string ep = cfg.SchedulerEndpoint();
+  int err = 0;
+  try {
+    sock.bind(ep);
+    return ep;
+  } catch (const zmq::error_t& e) {
+    err = e.num();
+  }
+  std::string resolved;
+  if (err != EADDRINUSE) resolved = ResolveToLocalAddress(cfg.root_uri);
+  if (!resolved.empty()) {
+    const std::string alt = "tcp://" + resolved + ":" + port;
+    try {
+      sock.bind(alt);
+      if (cfg.verbose >= 1) {
+        Log("DMLC_PS_ROOT_URI=%s is %s on this host", cfg.root_uri.c_str(), resolved.c_str());
+      }
+      return alt;
+    } catch (const zmq::error_t& e) {
+      err = e.num();
+    }
+  }
+  if (err == EADDRINUSE) {
+    KV_FAIL(KV_ERR_NETWORK, "scheduler cannot listen on %s: port %s is in use "
+            "(DMLC_PS_ROOT_PORT=%s)", ep.c_str(), port.c_str(), port.c_str());
+  }
+  KV_FAIL(KV_ERR_NETWORK, "scheduler cannot listen on %s: %s; DMLC_PS_ROOT_URI=%s is not an "
+          "address of this host (nor a name that resolves to one). Run the scheduler where "
+          "DMLC_PS_ROOT_URI points, or set KVSTORE_SCHEDULER_BIND to the address or interface "
+          "to listen on (* = every interface, e.g. when DMLC_PS_ROOT_URI is a NAT or "
+          "load-balancer address)", ep.c_str(), zmq_strerror(err), cfg.root_uri.c_str());
+}
 
 struct Node {
   Role role;
@@ -93,16 +195,7 @@ class Scheduler {
 void Scheduler::Run() {
   ConfigureSocket(sock_);
   sock_.set(zmq::sockopt::router_mandatory, 0);
-  const std::string ep = cfg_.SchedulerEndpoint();
-  try {
-    sock_.bind(ep);
-  } catch (const zmq::error_t& e) {
-    try {
-      sock_.bind("tcp://*:" + std::to_string(cfg_.root_port));
-    } catch (const zmq::error_t& e2) {
-      KV_FAIL(KV_ERR_NETWORK, "scheduler cannot bind %s: %s", ep.c_str(), e2.what());
-    }
-  }
+  const std::string ep = BindScheduler(cfg_, sock_);
   if (cfg_.verbose >= 1) Log("listening on %s for %d workers and %d servers", ep.c_str(),
                              cfg_.num_workers, cfg_.num_servers);
   if (!Rendezvous()) return;  // throws on failure; false never reached

@@ -18,6 +18,11 @@ CASE:
                and, from worker 0, one table row per size whose throughputs and ratios
                are all finite and positive (raw ZeroMQ sinks, ports shared through the
                store, split placement: the benchmark itself works)
+  scheduler-bind  the scheduler (cmd: kvstore-server) listens only where it was told to: a
+               root URI that is not an address of this host is refused at once, naming the
+               address and KVSTORE_SCHEDULER_BIND (it used to listen on every interface);
+               "localhost" listens on loopback only; KVSTORE_SCHEDULER_BIND=* listens
+               everywhere and says so; a 1 x 1 job with root URI "localhost" passes
   ssh-dry-run  check the ssh command construction
   ssh          a real job over ssh: a private sshd on a free loopback port (own host and
                client keys, nothing outside a temporary directory is touched); launch -n W
@@ -46,8 +51,10 @@ def free_port():
     return p
 
 
-def launch(a, extra, cmd, keep_going=False):
+def launch(a, extra, cmd, keep_going=False, root_uri=None):
     argv = [sys.executable, a.launcher, "-n", str(a.workers), "-s", str(a.servers)]
+    if root_uri:
+        argv += ["--root-uri", root_uri]
     for e in a.env + extra:
         argv += ["--env", e]
     if a.server_cmd:
@@ -193,6 +200,8 @@ def main():
             if len(figures) != 9 or not all(0 < f < float("inf") for f in figures):
                 raise SystemExit("FAIL: row %r has a missing, zero or non-finite figure" % (row,))
         print("bench table: %d rows, every figure finite and positive" % len(rows))
+    elif a.case == "scheduler-bind":
+        scheduler_bind(a, cmd)
     elif a.case == "ssh-dry-run":
         with tempfile.NamedTemporaryFile("w", suffix=".hosts", delete=False) as hf:
             hf.write("# hosts\nnode-a\nuser@node-b  # second\n")
@@ -228,6 +237,105 @@ def main():
     else:
         raise SystemExit("unknown case %s" % a.case)
     print("OK %s" % a.case)
+
+
+def accepts(host, port):
+    try:
+        socket.create_connection((host, port), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
+def scheduler_bind(a, cmd):
+    """--server-cmd: the scheduler program (kvstore-server); cmd: the workers' program."""
+    def start(uri, port, extra):
+        env = dict(os.environ)
+        env.pop("KVSTORE_SCHEDULER_BIND", None)
+        env.update(DMLC_ROLE="scheduler", DMLC_PS_ROOT_URI=uri, DMLC_PS_ROOT_PORT=str(port),
+                   DMLC_NUM_WORKER="1", DMLC_NUM_SERVER="1", KVSTORE_TIMEOUT_SEC="20", **extra)
+        return subprocess.Popen(shlex.split(a.server_cmd), env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT)
+
+    def listening(p, host, port):
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and p.poll() is None:
+            if accepts(host, port):
+                return True
+            time.sleep(0.1)
+        return False
+
+    def finish(p):
+        if p.poll() is None:
+            p.kill()
+        out = p.communicate()[0].decode(errors="replace")
+        sys.stdout.write(out)
+        return out
+
+    # An address that is not this host's (TEST-NET-3), checked.
+    foreign = "203.0.113.77"
+    probe = socket.socket()
+    try:
+        probe.bind((foreign, 0))
+        raise SystemExit("FAIL: %s is an address of this host; pick another" % foreign)
+    except OSError:
+        pass
+    finally:
+        probe.close()
+    # This host's address on its default route (no packet is sent), if it has one.
+    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        u.connect((foreign, 9))
+        outside = u.getsockname()[0]
+    except OSError:
+        outside = None
+    finally:
+        u.close()
+    if outside is not None and outside.startswith("127."):
+        outside = None
+
+    # 1. Not an address of this host: refused at once, naming it and the opt-in.
+    port = free_port()
+    t0 = time.monotonic()
+    p = start(foreign, port, {})
+    was_listening = listening(p, "127.0.0.1", port)
+    try:
+        p.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
+    out = finish(p)
+    if was_listening:
+        raise SystemExit("FAIL: with DMLC_PS_ROOT_URI=%s the scheduler listened on 127.0.0.1" % foreign)
+    if p.returncode == 0 or time.monotonic() - t0 > 10:
+        raise SystemExit("FAIL: the scheduler did not refuse DMLC_PS_ROOT_URI=%s at once" % foreign)
+    for frag in ("DMLC_PS_ROOT_URI=%s" % foreign, "KVSTORE_SCHEDULER_BIND", ":%d" % port):
+        if frag not in out:
+            raise SystemExit("FAIL: the error does not name %s" % frag)
+
+    # 2. "localhost": loopback only.
+    port = free_port()
+    p = start("localhost", port, {})
+    ok = listening(p, "127.0.0.1", port)
+    exposed = outside is not None and accepts(outside, port)
+    finish(p)
+    if not ok:
+        raise SystemExit("FAIL: with DMLC_PS_ROOT_URI=localhost nothing listened on 127.0.0.1")
+    if exposed:
+        raise SystemExit("FAIL: with DMLC_PS_ROOT_URI=localhost the scheduler listened on %s" % outside)
+    print("localhost: listening on 127.0.0.1%s" %
+          (", not on %s" % outside if outside else " (no other address to check)"))
+
+    # 3. The opt-in: every interface, logged.
+    port = free_port()
+    p = start(foreign, port, {"KVSTORE_SCHEDULER_BIND": "*"})
+    ok = listening(p, "127.0.0.1", port)
+    out = finish(p)
+    if not ok or "listening on every interface" not in out:
+        raise SystemExit("FAIL: KVSTORE_SCHEDULER_BIND=* did not listen everywhere, or said nothing")
+
+    # 4. A job whose root URI is "localhost".
+    rc, out, _ = launch(a, [], cmd, root_uri="localhost")
+    expect_pass(a, rc, out)
 
 
 def run_over_ssh(a, cmd):
