@@ -358,7 +358,11 @@ KVSTORE_API int KVStoreGetGroupSize(KVStoreHandle store, int* out_size);
 KVSTORE_API int KVStoreBarrier(KVStoreHandle store);
 
 /* Blocks until every pending asynchronous operation of this store has completed, and
- * returns the first error among them. Immediate for in-process stores.
+ * reports the pushes that failed since the last call (the first one's code; the message
+ * names each push's key and server). A failed pull is reported on its outputs instead. On a
+ * distributed worker, a pull of a key whose latest earlier push failed fails too, until a
+ * later push of the key succeeds or this call has reported the failure. A failure never
+ * makes later calls on other keys fail. Immediate for in-process stores.
  * Errors: NULL_POINTER, and distributed errors. */
 KVSTORE_API int KVStoreWaitAll(KVStoreHandle store);
 

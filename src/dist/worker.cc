@@ -20,6 +20,14 @@
 // part arrived. Readers of the outputs wait for it. A zero-copy push holds a pending read
 // on its value until the op completes (FinishOp); writers of the value wait for it.
 //
+// Failures belong to operations. A failed push is reported by the next KVStoreWaitAll (its
+// wait), naming the push, the key and the server; it does not fail later calls on other
+// keys. A pull of a key whose latest earlier push by this worker failed fails too (it
+// cannot contain that push), until a later push of the key succeeds or a wait reported
+// the failure. Pushes and pulls of one key complete in the order they were queued (per-key
+// send order, one connection per server, replies in order), so when a pull completes the
+// outcome of every earlier push of its key is known.
+//
 // Deadlines. Every request carries a deadline (the round timeout plus the heartbeat
 // timeout plus slack): a server that never answers fails the request with TIMEOUT naming
 // the server and the key. The scheduler reports dead servers (PEER_DEAD at once).
@@ -92,6 +100,12 @@ struct KeyMeta {
   std::vector<PartPlan> parts;
   std::vector<std::shared_ptr<SharedBuf>> pool;  // send buffers (app threads, under mu_)
   mutable size_t lent_pushes = 0;  // zero-copy pushes not yet completed (under mu_)
+  // Push ordering (under mu_): pushes and pushpulls queued so far, and the latest failed
+  // one that later pulls must not pretend to contain (0: none, or superseded/reported).
+  uint64_t pushes_queued = 0;
+  uint64_t failed_push_seq = 0;
+  int failed_push_code = 0;
+  std::string failed_push_msg;
 };
 
 // One user-visible operation on one key, spread over its parts.
@@ -105,6 +119,19 @@ struct Op {
   std::unique_ptr<Array> staging;  // host copy when an output is not on the CPU
   std::shared_ptr<SharedBuf> payload;
   std::shared_ptr<Waiter> waiter;
+  // A push or pushpull: its place among the key's pushes. A pull: the number of pushes of
+  // the key queued before it.
+  uint64_t push_seq = 0;
+  uint64_t after_pushes = 0;
+};
+
+// A push failure not yet cleared by a wait. A failed pushpull was already reported on its
+// outputs: the wait only clears its key's failed state.
+struct PushFailure {
+  KeyMeta* meta;
+  int code;
+  std::string msg;
+  bool reported;
 };
 
 struct OutMsg {
@@ -133,6 +160,17 @@ struct Outstanding {
 // kWindowMin pulls may always be in flight. Deeper pipelines only make ZeroMQ allocate more
 // receive buffers (cold memory, page faults) without moving more bytes.
 constexpr size_t kWindowBytes = 8u << 20;
+
+// "push", "pull", ... for error messages.
+const char* OpVerb(MsgType t) {
+  switch (t) {
+    case MsgType::kInit: return "init";
+    case MsgType::kPush: return "push";
+    case MsgType::kPull: return "pull";
+    case MsgType::kPushPull: return "pushpull";
+    default: return MsgTypeName(static_cast<uint16_t>(t));
+  }
+}
 constexpr int kWindowMin = 2;
 
 class WorkerStore : public Store {
@@ -190,7 +228,6 @@ class WorkerStore : public Store {
                    std::vector<Array*> outs, const std::shared_ptr<Waiter>& waiter, int priority);
   void ControlToScheduler(MsgType type, int arg, int64_t key, const std::shared_ptr<Waiter>& w);
   void ToAllServers(MsgType type, int arg, const std::string& str, const std::shared_ptr<Waiter>& w);
-  void ThrowAsyncError();
   double ControlDeadline() const {
     return DeadlineAfter(cfg_.timeout_sec > 0 ? cfg_.timeout_sec + cfg_.heartbeat_timeout_sec + 2 : 0);
   }
@@ -240,8 +277,7 @@ class WorkerStore : public Store {
   bool stop_ = false;
   int inflight_ops_ = 0;
   std::condition_variable idle_cv_;
-  int async_status_ = 0;
-  std::string async_msg_;
+  std::vector<PushFailure> push_failures_;  // reported and cleared by WaitAll
   bool scheduler_dead_ = false;
   std::vector<bool> server_dead_;
   std::vector<bool> worker_dead_;
@@ -369,18 +405,7 @@ KeyMeta* WorkerStore::FindKey(const KeyList& keys, int i) {
   return &it->second;
 }
 
-void WorkerStore::ThrowAsyncError() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (async_status_ == 0) return;
-  const int st = async_status_;
-  const std::string msg = async_msg_;
-  async_status_ = 0;
-  async_msg_.clear();
-  KV_FAIL(st, "an earlier asynchronous operation failed: %s", msg.c_str());
-}
-
 void WorkerStore::Init(const KeyList& keys, const Array* const* vals) {
-  ThrowAsyncError();
   std::vector<KeyMeta*> added;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -577,6 +602,8 @@ void WorkerStore::StartDataOp(MsgType type, KeyMeta* m, std::shared_ptr<SharedBu
   {
     std::lock_guard<std::mutex> lock(mu_);
     ++inflight_ops_;
+    if (type == MsgType::kPush || type == MsgType::kPushPull) op->push_seq = ++m->pushes_queued;
+    op->after_pushes = m->pushes_queued;
   }
   Enqueue(msgs, priority);
 }
@@ -642,7 +669,6 @@ std::vector<std::pair<KeyMeta*, std::vector<A*>>> WorkerStore::GroupByKey(const 
 }
 
 void WorkerStore::Push(const KeyList& keys, const Array* const* vals, int priority) {
-  ThrowAsyncError();
   std::vector<std::pair<KeyMeta*, std::vector<const Array*>>> groups;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -658,7 +684,6 @@ void WorkerStore::Push(const KeyList& keys, const Array* const* vals, int priori
 }
 
 void WorkerStore::Pull(const KeyList& keys, Array* const* outs, int priority) {
-  ThrowAsyncError();
   std::vector<std::pair<KeyMeta*, std::vector<Array*>>> groups;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -670,7 +695,6 @@ void WorkerStore::Pull(const KeyList& keys, Array* const* outs, int priority) {
 
 void WorkerStore::PushPull(const KeyList& vkeys, const Array* const* vals, const KeyList& okeys,
                            Array* const* outs, int priority) {
-  ThrowAsyncError();
   struct Group {
     KeyMeta* m;
     std::vector<const Array*> vals;
@@ -741,12 +765,27 @@ void WorkerStore::Barrier() {
   w->Wait(ControlDeadline(), StrFormat("worker %d: barrier: no answer from the scheduler", rank_));
 }
 
+// Reports the pushes that failed since the last wait: the first one's code, every one's
+// message (up to a few). Pulls of those keys may then succeed again (see the file comment).
 void WorkerStore::WaitAll() {
+  std::vector<PushFailure> failures;
   {
     std::unique_lock<std::mutex> lock(mu_);
     idle_cv_.wait(lock, [&] { return inflight_ops_ == 0; });
+    for (PushFailure& f : push_failures_) {
+      f.meta->failed_push_seq = 0;
+      if (!f.reported) failures.push_back(std::move(f));
+    }
+    push_failures_.clear();
   }
-  ThrowAsyncError();
+  if (failures.empty()) return;
+  constexpr size_t kListed = 4;
+  std::string msg = failures.size() == 1 ? std::string() : StrFormat("%zu pushes failed: ", failures.size());
+  for (size_t i = 0; i < failures.size() && i < kListed; ++i) {
+    msg += (i > 0 ? "; " : "") + failures[i].msg;
+  }
+  if (failures.size() > kListed) msg += StrFormat("; and %zu more", failures.size() - kListed);
+  KV_FAIL(failures[0].code, "%s", msg.c_str());
 }
 
 int WorkerStore::NumDeadNodes(int node_group, int timeout_sec) {
@@ -961,10 +1000,7 @@ void WorkerStore::SendOne(OutMsg& m) {
       dead = server_dead_[static_cast<size_t>(m.dest)];
     }
     if (dead) {
-      CompletePart(o, KV_ERR_PEER_DEAD,
-                   StrFormat("server %d is dead; %s of key %s cannot complete", m.dest,
-                             MsgTypeName(m.h.type), m.op ? m.op->meta->display.c_str() : "-"),
-                   nullptr);
+      CompletePart(o, KV_ERR_PEER_DEAD, StrFormat("server %d is dead", m.dest), nullptr);
       return;
     }
   }
@@ -1104,13 +1140,13 @@ void WorkerStore::CompletePart(Outstanding& o, int status, const std::string& ms
     }
     if (status != 0) {
       op.status = status;
-      op.msg = StrFormat("key %s: server %d sent a malformed reply", km.display.c_str(), o.dest);
+      op.msg = StrFormat("%s of key %s (server %d): malformed reply", OpVerb(op.type), km.display.c_str(),
+                         o.dest);
     }
   } else if (status != 0 && op.status == 0) {
     op.status = status;
-    op.msg = msg.empty() ? StrFormat("%s of key %s failed on server %d", MsgTypeName(static_cast<uint16_t>(op.type)),
-                                     km.display.c_str(), o.dest)
-                         : msg;
+    op.msg = StrFormat("%s of key %s (server %d): %s", OpVerb(op.type), km.display.c_str(), o.dest,
+                       msg.empty() ? "failed" : msg.c_str());
   }
   if (--op.remaining == 0) FinishOp(op);
 }
@@ -1129,14 +1165,28 @@ void WorkerStore::FinishOp(Op& op) {
       }
     }
   }
+  {
+    // The push ordering rule (file comment): every earlier push of the key has completed.
+    std::lock_guard<std::mutex> lock(mu_);
+    KeyMeta& km = *const_cast<KeyMeta*>(op.meta);
+    if (op.push_seq != 0 && op.status != 0) {
+      km.failed_push_seq = op.push_seq;
+      km.failed_push_code = op.status;
+      km.failed_push_msg = op.msg;
+      push_failures_.push_back({&km, op.status, op.msg, op.type != MsgType::kPush});
+    } else if (op.push_seq != 0 && op.push_seq > km.failed_push_seq) {
+      km.failed_push_seq = 0;
+    } else if (op.type == MsgType::kPull && op.status == 0 && km.failed_push_seq != 0 &&
+               km.failed_push_seq <= op.after_pushes) {
+      op.status = km.failed_push_code;
+      op.msg = StrFormat("pull of key %s follows a failed push of the key: %s", km.display.c_str(),
+                         km.failed_push_msg.c_str());
+    }
+  }
   for (Array* out : op.outs) out->EndPendingWrite(op.status, op.msg);
   if (op.payload) ReleaseOpRef(op.meta, *op.payload);
   if (op.waiter) op.waiter->Complete(op.status, op.msg);
   std::lock_guard<std::mutex> lock(mu_);
-  if (op.status != 0 && op.outs.empty() && !op.waiter && async_status_ == 0) {
-    async_status_ = op.status;
-    async_msg_ = op.msg;
-  }
   --inflight_ops_;
   idle_cv_.notify_all();  // WaitAll, and pushes waiting for a send buffer
 }
@@ -1151,12 +1201,10 @@ void WorkerStore::CheckDeadlines() {
     Outstanding o = std::move(outstanding_[id]);
     outstanding_.erase(id);
     const std::string who = o.dest < 0 ? "the scheduler" : NodeName(Role::kServer, o.dest);
-    const std::string what = o.op ? StrFormat("%s of key %s", MsgTypeName(static_cast<uint16_t>(o.type)),
-                                              o.op->meta->display.c_str())
-                                  : MsgTypeName(static_cast<uint16_t>(o.type));
+    const std::string what = o.op ? std::string() : StrFormat(" for %s", MsgTypeName(static_cast<uint16_t>(o.type)));
     CompletePart(o, KV_ERR_TIMEOUT,
-                 StrFormat("worker %d: no reply from %s for %s within %.0f s", rank_, who.c_str(),
-                           what.c_str(), cfg_.timeout_sec + cfg_.heartbeat_timeout_sec + 2),
+                 StrFormat("worker %d: no reply from %s%s within %.0f s", rank_, who.c_str(), what.c_str(),
+                           cfg_.timeout_sec + cfg_.heartbeat_timeout_sec + 2),
                  nullptr);
   }
 }
@@ -1166,10 +1214,7 @@ void WorkerStore::FailServer(int server, int code, const std::string& why) {
     if (it->second.dest == server) {
       Outstanding o = std::move(it->second);
       it = outstanding_.erase(it);
-      const std::string what = o.op ? StrFormat("%s of key %s: ", MsgTypeName(static_cast<uint16_t>(o.type)),
-                                                o.op->meta->display.c_str())
-                                    : std::string();
-      CompletePart(o, code, what + why, nullptr);
+      CompletePart(o, code, why, nullptr);
     } else {
       ++it;
     }

@@ -25,10 +25,14 @@
  *                   rank/size, bad optimizer spec, set_updater refused on a worker (its
  *                   free hook not run: the caller keeps user_data).
  *   killed          worker 2 dies (SIGKILL) in the middle of round 1; the others must fail
- *                   within the timeout with an error naming worker 2 (prints SURVIVOR_OK).
+ *                   within the timeout with an error naming worker 2 (prints SURVIVOR_OK);
+ *                   afterwards every pull right behind the worker's own (refused) push
+ *                   fails, and the push's failure is reported by KVStoreWaitAll.
  *   killed_server   server 1 dies (SIGKILL, from its controller) while a command is in
  *                   flight; every worker must get PEER_DEAD naming server 1 for keys it
- *                   owns, while keys of server 0 keep working (prints SURVIVOR_OK); a
+ *                   owns, while keys of server 0 keep working, also right after a
+ *                   failed push to server 1, whose failure the wait reports once
+ *                   (prints SURVIVOR_OK); a
  *                   zero-copy push to the dead server does not block writers of its array.
  *   zerocopy R      values of at least 64 KiB travel without copies (pushes read the
  *                   caller's array after the call returned, pulls adopt the received
@@ -487,8 +491,30 @@ static int Killed(KVStoreHandle kv) {
   CHECK(strstr(KVGetLastError(), "worker 2") || strstr(KVGetLastError(), "worker(s) 2"),
         "the error does not name worker 2: %s", KVGetLastError());
   CHECK(took < 20.0, "took %.1f s to notice", took);
-  printf("SURVIVOR_OK rank %d after %.2f s: %s: %s\n", g_rank, took, KVErrorName(rc),
-         KVGetLastError());
+  const int first_rc = rc;
+  char first_msg[512];
+  snprintf(first_msg, sizeof first_msg, "%s", KVGetLastError());
+  /* Worker 2 is known dead now: the server refuses these pushes on arrival. A pull of the
+   * key right behind its own refused push must fail too, never return the stored value
+   * without the push; the push's own failure is reported by the wait. */
+  for (int r = 0; r < 3; ++r) {
+    FillValue(v[0], 100.0 + r);
+    rc = KVStorePush(kv, 1, &keys[0], &v[0], 0);
+    int pull_rc = KVStorePull(kv, 1, &keys[0], &o[0], 0);
+    if (pull_rc == 0) pull_rc = KVArrayWaitToRead(o[0]);
+    CHECK(pull_rc != 0, "round %d: a pull succeeded without this worker's own push (push: %s)", r,
+          KVErrorName(rc));
+    CHECK(strstr(KVGetLastError(), "worker 2") && strstr(KVGetLastError(), "key 1"),
+          "the failed pull does not name key 1 and worker 2: %s", KVGetLastError());
+    const int wait_rc = KVStoreWaitAll(kv);
+    CHECK(rc != 0 || wait_rc != 0, "round %d: a refused push was reported neither by push nor by wait", r);
+    if (rc == 0) {
+      CHECK(strstr(KVGetLastError(), "push of key 1") && strstr(KVGetLastError(), "worker 2"),
+            "the wait does not name the failed push of key 1 and worker 2: %s", KVGetLastError());
+    }
+  }
+  printf("SURVIVOR_OK rank %d after %.2f s: %s: %s\n", g_rank, took, KVErrorName(first_rc),
+         first_msg);
   fflush(stdout);
   /* The exit barrier fails fast too (worker 2 is gone); KVStoreFree must not hang. */
   KVArrayFree(v[0]);
@@ -539,6 +565,23 @@ static int KilledServer(KVStoreHandle kv) {
   CHECK(rc == KV_ERR_PEER_DEAD, "pull from a dead server: %s %s", KVErrorName(rc), KVGetLastError());
   CHECK(strstr(KVGetLastError(), "server 1") != NULL, "error does not name server 1: %s",
         KVGetLastError());
+  /* A failed push of a key on the dead server is reported by the wait, naming the push,
+   * the key and the server; it does not make calls on keys of the healthy server fail. */
+  FillValue(v[1], 1.0);
+  rc = KVStorePush(kv, 1, &keys[1], &v[1], 0);
+  if (rc == 0) {
+    for (int r = 0; r < 3; ++r) {
+      FillValue(v[0], g_rank + 1.0);
+      OK(KVStorePush(kv, 1, &keys[0], &v[0], 0));
+      OK(KVStorePull(kv, 1, &keys[0], &o[0], 0));
+      ExpectAll(o[0], n * (n + 1) / 2.0, "server 0 key after a failed push to server 1", r);
+    }
+    rc = KVStoreWaitAll(kv);
+  }
+  CHECK(rc == KV_ERR_PEER_DEAD && strstr(KVGetLastError(), "push of key 5") &&
+            strstr(KVGetLastError(), "server 1"),
+        "failed push to a dead server: %s %s", KVErrorName(rc), KVGetLastError());
+  OK(KVStoreWaitAll(kv)); /* reported once */
   /* A zero-copy push (>= 64 KiB) of a key that lives on the dead server: writing or
    * freeing its value must not wait for the network. */
   const double t1 = Now();
