@@ -23,15 +23,25 @@ CASE:
                address and KVSTORE_SCHEDULER_BIND (it used to listen on every interface);
                "localhost" listens on loopback only; KVSTORE_SCHEDULER_BIND=* listens
                everywhere and says so; a 1 x 1 job with root URI "localhost" passes
-  ssh-dry-run  check the ssh command construction
-  ssh          a real job over ssh: a private sshd on a free loopback port (own host and
-               client keys, nothing outside a temporary directory is touched); launch -n W
-               -s S --launcher ssh with --ssh-cmd 'ssh -F CONFIG'; require exit 0 and one
-               PASS line per worker. Exits 77 (skipped) when /usr/sbin/sshd is missing.
+  ssh-dry-run  check the ssh command construction: placement, the job's variables, and the
+               script each remote shell reads, run here by /bin/sh with an empty
+               environment: arguments and values with quotes, blanks, $ and newlines arrive
+               byte for byte
+  ssh          real jobs over ssh: a private sshd on a free loopback port (own host and
+               client keys, nothing outside a temporary directory is touched), launched
+               with --launcher ssh --ssh-cmd 'ssh -F CONFIG'. LAUNCHER must be the copy
+               next to kvstore-server (the build tree's). First every role runs an
+               environment check (--same-cmd): each forwarded variable of the caller's
+               environment reaches every role byte for byte, and an unlisted one does not
+               reach remote roles. Then -n W -s S with no --server-cmd, the caller's
+               environment holding PS_VERBOSE=1 and KVSTORE_IO_THREADS=2: the servers must
+               run kvstore-server (cmd refuses any role but worker), log two listening
+               ports, and every worker must PASS. Exits 77 (skipped) without /usr/sbin/sshd.
 Every launch is bounded by --max-sec; a hang is a failure.
 """
 
 import argparse
+import json
 import os
 import re
 import shlex
@@ -203,35 +213,7 @@ def main():
     elif a.case == "scheduler-bind":
         scheduler_bind(a, cmd)
     elif a.case == "ssh-dry-run":
-        with tempfile.NamedTemporaryFile("w", suffix=".hosts", delete=False) as hf:
-            hf.write("# hosts\nnode-a\nuser@node-b  # second\n")
-        try:
-            argv = [sys.executable, a.launcher, "-n", "2", "-s", "1", "--launcher", "ssh",
-                    "-H", hf.name, "--root-uri", "10.0.0.1", "--port", "9100", "--dry-run",
-                    "--env", "KVSTORE_TIMEOUT_SEC=5", "--", "python3", "train.py", "--lr", "0.1 x"]
-            out = subprocess.run(argv, stdout=subprocess.PIPE, check=True,
-                                 timeout=a.max_sec).stdout.decode()
-        finally:
-            os.unlink(hf.name)
-        sys.stdout.write(out)
-        lines = dict(l.split(": ", 1) for l in out.strip().splitlines())
-        want = {
-            "server 0": ("node-a", "DMLC_ROLE=server", "DMLC_SERVER_ID=0"),
-            "worker 0": ("user@node-b", "DMLC_ROLE=worker", "DMLC_WORKER_ID=0"),
-            "worker 1": ("node-a", "DMLC_ROLE=worker", "DMLC_WORKER_ID=1"),
-        }
-        for label, (host, role, rid) in want.items():
-            line = lines.get(label, "")
-            if not line.startswith("ssh -o BatchMode=yes -o StrictHostKeyChecking=no %s " % host):
-                raise SystemExit("FAIL: %s: %s" % (label, line))
-            for frag in (role, rid, "DMLC_PS_ROOT_URI=10.0.0.1", "DMLC_PS_ROOT_PORT=9100",
-                         "DMLC_NUM_WORKER=2", "DMLC_NUM_SERVER=1", "KVSTORE_TIMEOUT_SEC=5"):
-                if frag not in line:
-                    raise SystemExit("FAIL: %s lacks %s: %s" % (label, frag, line))
-            if label.startswith("worker") and "train.py --lr '\"'\"'0.1 x'\"'\"'" not in line:
-                raise SystemExit("FAIL: %s: arguments are not quoted: %s" % (label, line))
-        if not lines.get("scheduler", "").startswith("env "):
-            raise SystemExit("FAIL: the scheduler must run locally: %s" % lines.get("scheduler"))
+        ssh_dry_run(a)
     elif a.case == "ssh":
         run_over_ssh(a, cmd)
     else:
@@ -338,6 +320,72 @@ def scheduler_bind(a, cmd):
     expect_pass(a, rc, out)
 
 
+# Values that a remote shell must pass through unchanged.
+TRICKY = "a b  'c' \"d\" $e `f` \\g ; h | i * ~ \nj\u00e9"
+# Caller variables the launcher forwards over ssh (a sample of each kind), with test values.
+FORWARDED_SAMPLE = {
+    "LD_LIBRARY_PATH": "/nonexistent/l d:/x'y", "PYTHONPATH": "/nonexistent/p y",
+    "CLASSPATH": "/nonexistent/c.jar", "PERL5LIB": "/nonexistent/p'l", "OMP_NUM_THREADS": "3",
+    "DMLC_INTERFACE": "lo", "KVSTORE_TEST_FORWARDED": TRICKY, "MXNET_TEST_FORWARDED": "m x",
+}
+# An environment checker for every role: forwarded variables equal, UNLISTED absent remotely.
+ENV_CHECK = r"""
+import json, os, sys
+want = json.loads(sys.argv[1])
+role = os.environ.get("DMLC_ROLE", "?")
+bad = [k for k, v in want.items() if os.environ.get(k) != v]
+if role != "scheduler" and "LAUNCH_TEST_UNLISTED" in os.environ:
+    bad.append("LAUNCH_TEST_UNLISTED (not forwarded, yet present)")
+print("ENV_%s %s %s" % ("BAD" if bad else "OK", role, " ".join(bad)))
+sys.exit(1 if bad else 0)
+"""
+
+
+def ssh_dry_run(a):
+    with tempfile.NamedTemporaryFile("w", suffix=".hosts", delete=False) as hf:
+        hf.write("# hosts\nnode-a\nuser@node-b  # second\n")
+    args = ["--lr", "0.1 x", TRICKY, ""]
+    prog = "import json, os, sys; print(json.dumps([sys.argv[1:], os.environ.get('KVSTORE_T')]))"
+    try:
+        argv = [sys.executable, a.launcher, "-n", "2", "-s", "1", "--launcher", "ssh",
+                "-H", hf.name, "--root-uri", "10.0.0.1", "--port", "9100", "--dry-run",
+                "--env", "KVSTORE_TIMEOUT_SEC=5", "--env", "KVSTORE_T=" + TRICKY,
+                "--same-cmd", "--", sys.executable, "-c", prog] + args
+        out = subprocess.run(argv, stdout=subprocess.PIPE, check=True,
+                             timeout=a.max_sec).stdout.decode()
+    finally:
+        os.unlink(hf.name)
+    sys.stdout.write(out)
+    # One line per process; a value with a newline continues the line.
+    lines = dict(re.findall(r"^(scheduler|server \d+|worker \d+): (.*?)(?=^(?:scheduler|server \d+|worker \d+): |\Z)",
+                            out, re.M | re.S))
+    want = {
+        "server 0": ("node-a", "DMLC_ROLE=server", "DMLC_SERVER_ID=0"),
+        "worker 0": ("user@node-b", "DMLC_ROLE=worker", "DMLC_WORKER_ID=0"),
+        "worker 1": ("node-a", "DMLC_ROLE=worker", "DMLC_WORKER_ID=1"),
+    }
+    for label, (host, role, rid) in want.items():
+        words = shlex.split(lines.get(label, ""))
+        tail = ["|", "ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", host,
+                "exec /bin/sh -s"]
+        if len(words) != 3 + len(tail) or words[:2] != ["printf", "%s\\n"] or words[3:] != tail:
+            raise SystemExit("FAIL: %s: %r" % (label, words))
+        script = words[2]
+        for frag in (role, rid, "DMLC_PS_ROOT_URI=10.0.0.1", "DMLC_PS_ROOT_PORT=9100",
+                     "DMLC_NUM_WORKER=2", "DMLC_NUM_SERVER=1", "KVSTORE_TIMEOUT_SEC=5"):
+            if "export " + frag not in script:
+                raise SystemExit("FAIL: %s lacks %s: %s" % (label, frag, script))
+        # What the remote shell does with it (here, with nothing inherited).
+        r = subprocess.run(["env", "-i", "/bin/sh", "-s"], input=(script + "\n").encode(),
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=a.max_sec)
+        got = r.stdout.decode(errors="replace").strip()
+        if r.returncode != 0 or got != json.dumps([args, TRICKY]):
+            raise SystemExit("FAIL: %s: the script gave %r, want %r" % (label, got, json.dumps([args, TRICKY])))
+    if not lines.get("scheduler", "").startswith("env "):
+        raise SystemExit("FAIL: the scheduler must run locally: %s" % lines.get("scheduler"))
+    print("every remote script passes arguments and values through unchanged")
+
+
 def run_over_ssh(a, cmd):
     sshd = "/usr/sbin/sshd"
     if not os.access(sshd, os.X_OK):
@@ -376,23 +424,49 @@ def run_over_ssh(a, cmd):
                 out = daemon.communicate()[0].decode(errors="replace") if daemon.poll() is not None else ""
                 raise SystemExit("FAIL: the test sshd did not accept a login: %s" % out)
             time.sleep(0.2)
-        argv = [sys.executable, a.launcher, "-n", str(a.workers), "-s", str(a.servers),
+        if not os.access(os.path.join(os.path.dirname(os.path.abspath(a.launcher)),
+                                      "kvstore-server"), os.X_OK):
+            raise SystemExit("FAIL: %s has no kvstore-server next to it" % a.launcher)
+        base = [sys.executable, a.launcher, "-n", str(a.workers), "-s", str(a.servers),
                 "--launcher", "ssh", "-H", os.path.join(tmp, "hosts"), "--ssh-cmd", ssh_cmd,
                 "--root-uri", "127.0.0.1"]
+
+        def run(extra_argv, env):
+            try:
+                p = subprocess.run(base + extra_argv, env=env, stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, timeout=a.max_sec)
+            except subprocess.TimeoutExpired as e:
+                sys.stdout.write((e.stdout or b"").decode(errors="replace"))
+                raise SystemExit("FAIL: the ssh job did not finish within %.0f s" % a.max_sec)
+            out = p.stdout.decode(errors="replace")
+            sys.stdout.write(out)
+            return p.returncode, out
+
+        # 1. The caller's environment reaches every role (the scheduler runs here).
+        env = dict(os.environ, LAUNCH_TEST_UNLISTED="1", **FORWARDED_SAMPLE)
+        rc, out = run(["--same-cmd", "--", sys.executable, "-c", ENV_CHECK,
+                       json.dumps(FORWARDED_SAMPLE)], env)
+        oks = re.findall(r"^\[(scheduler|server \d+|worker \d+)\] ENV_OK ", out, re.M)
+        if rc != 0 or len(oks) != 1 + a.servers + a.workers:
+            raise SystemExit("FAIL: the caller's environment did not reach every role "
+                             "(%d of %d checks passed)" % (len(oks), 1 + a.servers + a.workers))
+
+        # 2. A job: kvstore-server by default for the servers; the caller's PS_VERBOSE and
+        # KVSTORE_IO_THREADS reach them (two listening ports each, logged).
+        env = dict(os.environ, PS_VERBOSE="1", KVSTORE_IO_THREADS="2", DMLC_INTERFACE="lo")
+        worker_only = ['/bin/sh', '-c', 'if [ "$DMLC_ROLE" != worker ]; then '
+                       'echo "the user command started as $DMLC_ROLE"; exit 9; fi; exec "$0" "$@"']
+        extra = []
         for e in a.env:
-            argv += ["--env", e]
-        if a.server_cmd:
-            argv += ["--server-cmd", a.server_cmd]
-        argv += ["--"] + cmd
-        try:
-            p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               timeout=a.max_sec)
-        except subprocess.TimeoutExpired as e:
-            sys.stdout.write((e.stdout or b"").decode(errors="replace"))
-            raise SystemExit("FAIL: the ssh job did not finish within %.0f s" % a.max_sec)
-        out = p.stdout.decode(errors="replace")
-        sys.stdout.write(out)
-        expect_pass(a, p.returncode, out)
+            extra += ["--env", e]
+        rc, out = run(extra + ["--"] + worker_only + cmd, env)
+        expect_pass(a, rc, out)
+        served = re.findall(r"^\[server (\d+)\] .*serving on [^:]+:(\d+),(\d+) for", out, re.M)
+        if sorted(int(s) for s, _, _ in served) != list(range(a.servers)):
+            raise SystemExit("FAIL: servers that logged two listening ports: %s" % served)
+        for w in range(a.workers):
+            if not re.search(r"^\[worker %d\] .*connected to server 0 at" % w, out, re.M):
+                raise SystemExit("FAIL: worker %d did not log its connections (PS_VERBOSE)" % w)
     finally:
         daemon.terminate()
         try:
