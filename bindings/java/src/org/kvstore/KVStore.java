@@ -2,7 +2,6 @@ package org.kvstore;
 
 import java.lang.ref.Cleaner;
 import java.lang.ref.Reference;
-import java.util.ArrayDeque;
 import java.util.Arrays;
 import org.kvstore.swig.ArrayHandle;
 import org.kvstore.swig.KVStoreLib;
@@ -17,6 +16,11 @@ import org.kvstore.swig.StoreHandle;
  * failure throws the {@link KVStoreException} subclass of its C error code, with the library's
  * message, and leaves the store as it was. {@link #close()} releases the store (a Cleaner does it
  * for an unreachable store that was never closed).
+ *
+ * <p>Every native call runs through one helper ({@code call}) that enters the store and every
+ * array it is given for the whole call and fences them until it returned, so that closing any of
+ * them meanwhile (another thread, or the store's own updater) throws {@link KVBusyException}
+ * instead of freeing memory in use, and the Cleaner never frees one mid-call.
  */
 public final class KVStore implements AutoCloseable {
   private static final Cleaner CLEANER = Cleaner.create();
@@ -26,34 +30,25 @@ public final class KVStore implements AutoCloseable {
   public static final int GROUP_NODE_SERVER = 2;
   public static final int GROUP_NODE_WORKER = 4;
 
-  private static final class Freer implements Runnable {
-    private final StoreHandle handle;
-
-    Freer(StoreHandle handle) {
-      this.handle = handle;
-    }
-
-    @Override
-    public void run() {
-      try {
-        KVStoreLib.KVStoreFree(handle);
-      } finally {
-        handle.delete();
-      }
-    }
-  }
-
-  /** Stores whose updater is running on this thread (close() from there would free a store
-   * in the middle of its own push). */
-  private static final ThreadLocal<ArrayDeque<StoreHandle>> IN_UPDATER =
-      ThreadLocal.withInitial(ArrayDeque::new);
-
-  private volatile StoreHandle handle;
+  private final Lifetime<StoreHandle> life;
   private final Cleaner.Cleanable cleanable;
 
   private KVStore(StoreHandle handle) {
-    this.handle = handle;
-    this.cleanable = CLEANER.register(this, new Freer(handle));
+    this.life = new Lifetime<>(handle, KVStore::free, "KVStore", "KVStore is closed");
+    this.cleanable = CLEANER.register(this, life::closeQuietly);
+  }
+
+  /** KVStoreFree; the handle is dead afterwards unless the library refused (BUSY). */
+  private static void free(StoreHandle handle) {
+    try {
+      KVStoreLib.KVStoreFree(handle);
+    } catch (KVBusyException e) {
+      throw e; // nothing was freed: the handle stays valid
+    } catch (RuntimeException e) {
+      handle.delete(); // released anyway (a failed exit barrier)
+      throw e;
+    }
+    handle.delete();
   }
 
   /** Creates a store of the given type ("local", "device", "nccl", "dist_sync", ...). */
@@ -69,31 +64,78 @@ public final class KVStore implements AutoCloseable {
     return create("local");
   }
 
-  /** The native handle (for the org.kvstore.swig layer); throws if closed. */
+  /**
+   * The native handle (for the org.kvstore.swig layer); throws if closed. A raw call made with
+   * it is not counted as in use: keep this KVStore open and reachable until it returned.
+   */
   public StoreHandle handle() {
-    return h();
-  }
-
-  private StoreHandle h() {
-    StoreHandle x = handle;
-    if (x == null) throw new IllegalStateException("KVStore is closed");
-    return x;
+    return life.peek();
   }
 
   /**
    * Releases the store, its values and its updater registrations (their free hooks run, so
-   * the updaters become collectable). For a distributed worker this may run the exit barrier,
-   * whose failure is thrown after the store is released anyway.
+   * the updaters become collectable); later calls do nothing. For a distributed worker this may
+   * run the exit barrier, whose failure is thrown after the store is released anyway. Throws
+   * {@link KVBusyException}, leaving the store open and usable, while a call on it runs: on
+   * another thread, or the push whose updater calls close().
    */
   @Override
   public void close() {
-    StoreHandle x = handle;
-    if (x == null) return;
-    if (IN_UPDATER.get().contains(x)) {
-      throw new IllegalStateException("a KVStore cannot be closed from inside its own updater");
+    if (life.close()) cleanable.clean(); // the Cleaner's run is a no-op now
+  }
+
+  /** One native call on the store's handle and the handles of up to two array lists. */
+  @FunctionalInterface
+  private interface NativeCall {
+    void run(StoreHandle store, ArrayHandle[] first, ArrayHandle[] second);
+  }
+
+  private static final NDArray[] NO_ARRAYS = {};
+  private static final ArrayHandle[] NO_HANDLES = {};
+
+  /**
+   * Runs one native call on this store and the arrays of lists {@code first} and
+   * {@code second} (a list whose name is null is not used). The lists are copied first, so
+   * the arrays that are left are the ones that were entered; see the class comment. This is
+   * the only place KVStore makes a native call on its store.
+   */
+  private void call(NDArray[] first, String firstName, NDArray[] second, String secondName,
+      NativeCall body) {
+    NDArray[] a = operands(first, firstName);
+    NDArray[] b = operands(second, secondName);
+    StoreHandle s = life.enter();
+    int na = 0;
+    int nb = 0;
+    try {
+      ArrayHandle[] ha = a.length == 0 ? NO_HANDLES : new ArrayHandle[a.length];
+      for (; na < a.length; ++na) ha[na] = a[na].life.enter();
+      ArrayHandle[] hb = b.length == 0 ? NO_HANDLES : new ArrayHandle[b.length];
+      for (; nb < b.length; ++nb) hb[nb] = b[nb].life.enter();
+      body.run(s, ha, hb);
+    } finally {
+      for (int i = 0; i < na; ++i) a[i].life.exit();
+      for (int i = 0; i < nb; ++i) b[i].life.exit();
+      life.exit();
+      Reference.reachabilityFence(this);
+      Reference.reachabilityFence(a);
+      Reference.reachabilityFence(b);
     }
-    handle = null;
-    cleanable.clean();
+  }
+
+  /** A call on the store alone. */
+  private void call(NativeCall body) {
+    call(null, null, null, null, body);
+  }
+
+  /** A checked copy of an array list; NO_ARRAYS when the list is not used (name null). */
+  private static NDArray[] operands(NDArray[] arrays, String what) {
+    if (what == null) return NO_ARRAYS;
+    if (arrays == null) throw new KVNullPointerException(what + " is null");
+    NDArray[] copy = arrays.clone();
+    for (int i = 0; i < copy.length; ++i) {
+      if (copy[i] == null) throw new KVNullPointerException(what + "[" + i + "] is null");
+    }
+    return copy;
   }
 
   // ------------------------------------------------------------------------------------------
@@ -102,90 +144,54 @@ public final class KVStore implements AutoCloseable {
   /** The type name given to create, lowercased. */
   public String type() {
     String[] out = new String[1];
-    try {
-      KVStoreLib.KVStoreGetType(h(), out);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    call((h, u, v) -> KVStoreLib.KVStoreGetType(h, out));
     return out[0];
   }
 
   /** Rank of this worker (0 for in-process stores). */
   public int rank() {
     int[] out = new int[1];
-    try {
-      KVStoreLib.KVStoreGetRank(h(), out);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    call((h, u, v) -> KVStoreLib.KVStoreGetRank(h, out));
     return out[0];
   }
 
   /** Number of workers (1 for in-process stores). */
   public int numWorkers() {
     int[] out = new int[1];
-    try {
-      KVStoreLib.KVStoreGetGroupSize(h(), out);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    call((h, u, v) -> KVStoreLib.KVStoreGetGroupSize(h, out));
     return out[0];
   }
 
   /** Waits for every worker (immediate for in-process stores). */
   public void barrier() {
-    try {
-      KVStoreLib.KVStoreBarrier(h());
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    call((h, u, v) -> KVStoreLib.KVStoreBarrier(h));
   }
 
   /** Waits for pending asynchronous operations of this store. */
   public void waitAll() {
-    try {
-      KVStoreLib.KVStoreWaitAll(h());
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    call((h, u, v) -> KVStoreLib.KVStoreWaitAll(h));
   }
 
   /** Nodes of the groups {@code nodeId} without a heartbeat for {@code timeoutSec}. */
   public int numDeadNode(int nodeId, int timeoutSec) {
     int[] out = new int[1];
-    try {
-      KVStoreLib.KVStoreGetNumDeadNode(h(), nodeId, timeoutSec, out);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    call((h, u, v) -> KVStoreLib.KVStoreGetNumDeadNode(h, nodeId, timeoutSec, out));
     return out[0];
   }
 
   /** Whether close() on a distributed worker runs a barrier of all workers first. */
   public void setBarrierBeforeExit(boolean barrier) {
-    try {
-      KVStoreLib.KVStoreSetBarrierBeforeExit(h(), barrier ? 1 : 0);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    call((h, u, v) -> KVStoreLib.KVStoreSetBarrierBeforeExit(h, barrier ? 1 : 0));
   }
 
   /** Sends a command (head >= 0) to every server. */
   public void sendCommandToServers(int head, String body) {
-    try {
-      KVStoreLib.KVStoreSendCommandToServers(h(), head, body);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    call((h, u, v) -> KVStoreLib.KVStoreSendCommandToServers(h, head, body));
   }
 
   /** Installs a built-in optimizer as the updater, e.g. "sgd(learning_rate=0.1)". */
   public void setOptimizer(String spec) {
-    try {
-      KVStoreLib.KVStoreSetOptimizer(h(), spec);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    call((h, u, v) -> KVStoreLib.KVStoreSetOptimizer(h, spec));
   }
 
   // ------------------------------------------------------------------------------------------
@@ -197,29 +203,21 @@ public final class KVStore implements AutoCloseable {
    * drops its reference.
    */
   public void setUpdater(Updater updater) {
-    try {
-      KVStoreLib.KVStoreSetUpdater(h(), updater == null ? null : new IntBridge(h(), updater));
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    KVStoreLib.Updater bridge = updater == null ? null : new IntBridge(updater);
+    call((h, u, v) -> KVStoreLib.KVStoreSetUpdater(h, bridge));
   }
 
   /** Sets the String-key updater ({@code null} clears it). */
   public void setStrUpdater(StrUpdater updater) {
-    try {
-      KVStoreLib.KVStoreSetStrUpdater(h(), updater == null ? null : new StrBridge(h(), updater));
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    KVStoreLib.StrUpdater bridge = updater == null ? null : new StrBridge(updater);
+    call((h, u, v) -> KVStoreLib.KVStoreSetStrUpdater(h, bridge));
   }
 
   /** Adapts the user's updater to the trampoline's handles; lends NDArrays for one call. */
   private static final class IntBridge implements KVStoreLib.Updater {
-    private final StoreHandle store; // the handle only: never the KVStore (see close())
     private final Updater user;
 
-    IntBridge(StoreHandle store, Updater user) {
-      this.store = store;
+    IntBridge(Updater user) {
       this.user = user;
     }
 
@@ -227,12 +225,9 @@ public final class KVStore implements AutoCloseable {
     public void update(int key, ArrayHandle recv, ArrayHandle stored) {
       NDArray r = NDArray.borrow(recv);
       NDArray s = NDArray.borrow(stored);
-      ArrayDeque<StoreHandle> active = IN_UPDATER.get();
-      active.push(store);
       try {
         user.update(key, r, s);
       } finally {
-        active.pop();
         r.invalidate();
         s.invalidate();
       }
@@ -245,11 +240,9 @@ public final class KVStore implements AutoCloseable {
   }
 
   private static final class StrBridge implements KVStoreLib.StrUpdater {
-    private final StoreHandle store; // the handle only: never the KVStore (see close())
     private final StrUpdater user;
 
-    StrBridge(StoreHandle store, StrUpdater user) {
-      this.store = store;
+    StrBridge(StrUpdater user) {
       this.user = user;
     }
 
@@ -257,12 +250,9 @@ public final class KVStore implements AutoCloseable {
     public void update(String key, ArrayHandle recv, ArrayHandle stored) {
       NDArray r = NDArray.borrow(recv);
       NDArray s = NDArray.borrow(stored);
-      ArrayDeque<StoreHandle> active = IN_UPDATER.get();
-      active.push(store);
       try {
         user.update(key, r, s);
       } finally {
-        active.pop();
         r.invalidate();
         s.invalidate();
       }
@@ -276,16 +266,6 @@ public final class KVStore implements AutoCloseable {
 
   // ------------------------------------------------------------------------------------------
   // Data calls
-
-  private static ArrayHandle[] handles(NDArray[] arrays, String what) {
-    if (arrays == null) throw new KVNullPointerException(what + " is null");
-    ArrayHandle[] hs = new ArrayHandle[arrays.length];
-    for (int i = 0; i < arrays.length; ++i) {
-      if (arrays[i] == null) throw new KVNullPointerException(what + "[" + i + "] is null");
-      hs[i] = arrays[i].handle();
-    }
-    return hs;
-  }
 
   private static int[] repeat(int key, int n) {
     int[] k = new int[n];
@@ -310,11 +290,8 @@ public final class KVStore implements AutoCloseable {
 
   /** Initialises keys[i] with a copy of values[i]. */
   public void init(int[] keys, NDArray[] values) {
-    try {
-      KVStoreLib.KVStoreInit(h(), keys, handles(values, "values"));
-    } finally {
-      Reference.reachabilityFence(this); Reference.reachabilityFence(values);
-    }
+    call(values, "values", null, null,
+        (h, v, u) -> KVStoreLib.KVStoreInit(h, keys, v));
   }
 
   public void init(int key, NDArray value) {
@@ -322,11 +299,8 @@ public final class KVStore implements AutoCloseable {
   }
 
   public void init(String[] keys, NDArray[] values) {
-    try {
-      KVStoreLib.KVStoreInitStr(h(), keys, handles(values, "values"));
-    } finally {
-      Reference.reachabilityFence(this); Reference.reachabilityFence(values);
-    }
+    call(values, "values", null, null,
+        (h, v, u) -> KVStoreLib.KVStoreInitStr(h, keys, v));
   }
 
   public void init(String key, NDArray value) {
@@ -335,11 +309,8 @@ public final class KVStore implements AutoCloseable {
 
   /** Pushes values[i] to keys[i]; values of a repeated key are summed. */
   public void push(int[] keys, NDArray[] values, int priority) {
-    try {
-      KVStoreLib.KVStorePush(h(), keys, handles(values, "values"), priority);
-    } finally {
-      Reference.reachabilityFence(this); Reference.reachabilityFence(values);
-    }
+    call(values, "values", null, null,
+        (h, v, u) -> KVStoreLib.KVStorePush(h, keys, v, priority));
   }
 
   public void push(int[] keys, NDArray[] values) {
@@ -364,11 +335,8 @@ public final class KVStore implements AutoCloseable {
   }
 
   public void push(String[] keys, NDArray[] values, int priority) {
-    try {
-      KVStoreLib.KVStorePushStr(h(), keys, handles(values, "values"), priority);
-    } finally {
-      Reference.reachabilityFence(this); Reference.reachabilityFence(values);
-    }
+    call(values, "values", null, null,
+        (h, v, u) -> KVStoreLib.KVStorePushStr(h, keys, v, priority));
   }
 
   public void push(String[] keys, NDArray[] values) {
@@ -393,11 +361,8 @@ public final class KVStore implements AutoCloseable {
 
   /** Copies the stored value of keys[i] into outs[i]. */
   public void pull(int[] keys, NDArray[] outs, int priority) {
-    try {
-      KVStoreLib.KVStorePull(h(), keys, handles(outs, "outs"), priority);
-    } finally {
-      Reference.reachabilityFence(this); Reference.reachabilityFence(outs);
-    }
+    call(outs, "outs", null, null,
+        (h, v, u) -> KVStoreLib.KVStorePull(h, keys, v, priority));
   }
 
   public void pull(int[] keys, NDArray[] outs) {
@@ -422,11 +387,8 @@ public final class KVStore implements AutoCloseable {
   }
 
   public void pull(String[] keys, NDArray[] outs, int priority) {
-    try {
-      KVStoreLib.KVStorePullStr(h(), keys, handles(outs, "outs"), priority);
-    } finally {
-      Reference.reachabilityFence(this); Reference.reachabilityFence(outs);
-    }
+    call(outs, "outs", null, null,
+        (h, v, u) -> KVStoreLib.KVStorePullStr(h, keys, v, priority));
   }
 
   public void pull(String[] keys, NDArray[] outs) {
@@ -451,11 +413,8 @@ public final class KVStore implements AutoCloseable {
 
   /** Push of (keys, values), then pull of (outKeys, outs), as one call. */
   public void pushPull(int[] keys, NDArray[] values, int[] outKeys, NDArray[] outs, int priority) {
-    try {
-      KVStoreLib.KVStorePushPull(h(), keys, handles(values, "values"), outKeys, handles(outs, "outs"), priority);
-    } finally {
-      Reference.reachabilityFence(this); Reference.reachabilityFence(values); Reference.reachabilityFence(outs);
-    }
+    call(values, "values", outs, "outs",
+        (h, v, o) -> KVStoreLib.KVStorePushPull(h, keys, v, outKeys, o, priority));
   }
 
   public void pushPull(int key, NDArray value, NDArray out) {
@@ -463,11 +422,8 @@ public final class KVStore implements AutoCloseable {
   }
 
   public void pushPull(String[] keys, NDArray[] values, String[] outKeys, NDArray[] outs, int priority) {
-    try {
-      KVStoreLib.KVStorePushPullStr(h(), keys, handles(values, "values"), outKeys, handles(outs, "outs"), priority);
-    } finally {
-      Reference.reachabilityFence(this); Reference.reachabilityFence(values); Reference.reachabilityFence(outs);
-    }
+    call(values, "values", outs, "outs",
+        (h, v, o) -> KVStoreLib.KVStorePushPullStr(h, keys, v, outKeys, o, priority));
   }
 
   public void pushPull(String key, NDArray value, NDArray out) {
@@ -476,11 +432,8 @@ public final class KVStore implements AutoCloseable {
 
   /** Init of (keys, values), then pull of (outKeys, outs). */
   public void broadcast(int[] keys, NDArray[] values, int[] outKeys, NDArray[] outs, int priority) {
-    try {
-      KVStoreLib.KVStoreBroadcast(h(), keys, handles(values, "values"), outKeys, handles(outs, "outs"), priority);
-    } finally {
-      Reference.reachabilityFence(this); Reference.reachabilityFence(values); Reference.reachabilityFence(outs);
-    }
+    call(values, "values", outs, "outs",
+        (h, v, o) -> KVStoreLib.KVStoreBroadcast(h, keys, v, outKeys, o, priority));
   }
 
   public void broadcast(int key, NDArray value, NDArray out) {
@@ -488,11 +441,8 @@ public final class KVStore implements AutoCloseable {
   }
 
   public void broadcast(String[] keys, NDArray[] values, String[] outKeys, NDArray[] outs, int priority) {
-    try {
-      KVStoreLib.KVStoreBroadcastStr(h(), keys, handles(values, "values"), outKeys, handles(outs, "outs"), priority);
-    } finally {
-      Reference.reachabilityFence(this); Reference.reachabilityFence(values); Reference.reachabilityFence(outs);
-    }
+    call(values, "values", outs, "outs",
+        (h, v, o) -> KVStoreLib.KVStoreBroadcastStr(h, keys, v, outKeys, o, priority));
   }
 
   public void broadcast(String key, NDArray value, NDArray out) {
@@ -501,6 +451,6 @@ public final class KVStore implements AutoCloseable {
 
   @Override
   public String toString() {
-    return handle == null ? "KVStore(closed)" : "KVStore(" + type() + ")";
+    return life.isClosed() ? "KVStore(closed)" : "KVStore(" + type() + ")";
   }
 }

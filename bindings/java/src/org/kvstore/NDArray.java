@@ -18,40 +18,28 @@ import org.kvstore.swig.KVStoreLib;
  * {@code a.mul(2)} do not leak. Using a closed array throws IllegalStateException. Arrays passed
  * to an {@link Updater} are borrowed: valid only during the call.
  *
- * <p>Every native call is followed by a reachability fence on the arrays it uses, so the
- * Cleaner can never free an array while a call on it is still running (a temporary such as
- * {@code NDArray.ones(s).mul(2)} may otherwise become unreachable mid-call under the JIT).
+ * <p>Every native call runs through {@link #call}: each array it is given is entered for the
+ * call, so {@link #close()} on another thread meanwhile throws {@link KVBusyException} instead of
+ * freeing memory in use, and fenced until it returned, so the Cleaner can never free an array
+ * while a call on it is still running (a temporary such as {@code NDArray.ones(s).mul(2)} may
+ * otherwise become unreachable mid-call under the JIT).
  *
  * <p>Host data moves in and out as Java arrays of the matching element type (float[] for
  * float32, double[] float64, short[] float16 bit patterns, byte[] uint8, int[] int32, long[]
- * int64) or as direct NIO buffers; {@link #asByteBuffer()} is a zero-copy view of a CPU array.
+ * int64) or as direct NIO buffers; {@link #asByteBuffer()} is a zero-copy view of a CPU array
+ * that keeps the array's memory alive for as long as the view is reachable.
  */
 public final class NDArray implements AutoCloseable {
   private static final Cleaner CLEANER = Cleaner.create();
 
-  /** Frees the native array; holds the handle only, never the NDArray. */
-  private static final class Freer implements Runnable {
-    private final ArrayHandle handle;
-
-    Freer(ArrayHandle handle) {
-      this.handle = handle;
-    }
-
-    @Override
-    public void run() {
-      KVStoreLib.KVArrayFree(handle);
-      handle.delete();
-    }
-  }
-
-  private volatile ArrayHandle handle;
+  /** Shared by this object, the calls running on the array and its views; never this object. */
+  final Lifetime<ArrayHandle> life;
   private final Cleaner.Cleanable cleanable; // null for a borrowed array
   private final Shape shape;
   private final DType dtype;
   private final Context context;
 
   private NDArray(ArrayHandle handle, boolean owned) {
-    this.handle = handle;
     int[] ndim = new int[1];
     KVStoreLib.KVArrayGetNDim(handle, ndim);
     long[] dims = new long[ndim[0]];
@@ -64,8 +52,20 @@ public final class NDArray implements AutoCloseable {
     int[] devId = new int[1];
     KVStoreLib.KVArrayGetContext(handle, devType, devId);
     this.context = Context.of(devType[0], devId[0]);
-    // Registered last: if a query above throws, adopt() frees the handle itself.
-    this.cleanable = owned ? CLEANER.register(this, new Freer(handle)) : null;
+    if (owned) {
+      this.life = new Lifetime<>(handle, NDArray::free, "NDArray", "NDArray is closed");
+      // Registered last: if a query above throws, adopt() frees the handle itself.
+      this.cleanable = CLEANER.register(this, life::closeQuietly);
+    } else {
+      this.life = new Lifetime<>(handle, null, "NDArray",
+          "NDArray is a borrowed updater argument that is no longer valid");
+      this.cleanable = null;
+    }
+  }
+
+  private static void free(ArrayHandle handle) {
+    KVStoreLib.KVArrayFree(handle); // throws (KVBusyException) before anything is freed
+    handle.delete();
   }
 
   /** Wraps a handle the caller owns; this object frees it. */
@@ -83,8 +83,42 @@ public final class NDArray implements AutoCloseable {
     return new NDArray(handle, false);
   }
 
+  /** Ends the loan of a borrowed array; waits for calls another thread still runs on it. */
   void invalidate() {
-    handle = null;
+    life.revoke();
+  }
+
+  /** One native call on up to three arrays' handles (unused ones are null). */
+  @FunctionalInterface
+  private interface NativeCall {
+    void run(ArrayHandle a, ArrayHandle b, ArrayHandle c);
+  }
+
+  /**
+   * Runs one native call on arrays a, b and c (b and c may be null; one array may be given
+   * twice). Each is entered for the call and fenced until it returned; see the class comment.
+   * This is the only place NDArray makes a native call on an array it wraps.
+   */
+  private static void call(NDArray a, NDArray b, NDArray c, NativeCall body) {
+    ArrayHandle ha = a.life.enter();
+    try {
+      ArrayHandle hb = b == null ? null : b.life.enter();
+      try {
+        ArrayHandle hc = c == null ? null : c.life.enter();
+        try {
+          body.run(ha, hb, hc);
+        } finally {
+          if (c != null) c.life.exit();
+        }
+      } finally {
+        if (b != null) b.life.exit();
+      }
+    } finally {
+      a.life.exit();
+      Reference.reachabilityFence(a);
+      Reference.reachabilityFence(b);
+      Reference.reachabilityFence(c);
+    }
   }
 
   // ------------------------------------------------------------------------------------------
@@ -154,7 +188,7 @@ public final class NDArray implements AutoCloseable {
     }
     NDArray a = zeros(shape, dtype, ctx);
     try {
-      KVStoreLib.KVArrayCopyFromHost(a.h(), data); // `a` stays reachable: it is returned
+      call(a, null, null, (h, u, v) -> KVStoreLib.KVArrayCopyFromHost(h, data));
     } catch (RuntimeException e) {
       a.close();
       throw e;
@@ -200,20 +234,12 @@ public final class NDArray implements AutoCloseable {
   // ------------------------------------------------------------------------------------------
   // Properties
 
-  /** The native handle (for the org.kvstore.swig layer); throws if closed. */
+  /**
+   * The native handle (for the org.kvstore.swig layer); throws if closed. A raw call made with
+   * it is not counted as in use: keep this NDArray open and reachable until it returned.
+   */
   public ArrayHandle handle() {
-    return h();
-  }
-
-  private ArrayHandle h() {
-    ArrayHandle x = handle;
-    if (x == null) {
-      throw new IllegalStateException(
-          cleanable == null
-              ? "NDArray is a borrowed updater argument that is no longer valid"
-              : "NDArray is closed");
-    }
-    return x;
+    return life.peek();
   }
 
   public Shape shape() {
@@ -240,15 +266,19 @@ public final class NDArray implements AutoCloseable {
 
   /** True once closed (or, for a borrowed array, once its updater call returned). */
   public boolean isClosed() {
-    return handle == null;
+    return life.isClosed();
   }
-
-  /** Frees the native array now; later calls do nothing. A borrowed array is not freed. */
+  /**
+   * Frees the native array now (or, while a view of it is reachable, once none is); later calls
+   * do nothing. A borrowed array is not freed, only no longer usable. Throws
+   * {@link KVBusyException}, leaving the array open and usable, while a call that was given it
+   * runs on another thread (a push of it that an updater keeps running, say).
+   */
   @Override
   public void close() {
-    handle = null;
-    if (cleanable != null) cleanable.clean();
+    if (life.close() && cleanable != null) cleanable.clean(); // the Cleaner's run is a no-op now
   }
+
 
   // ------------------------------------------------------------------------------------------
   // Host data
@@ -271,11 +301,7 @@ public final class NDArray implements AutoCloseable {
   public float[] toFloatArray() {
     expect(DType.FLOAT32, "float[]");
     float[] r = new float[Math.toIntExact(size())];
-    try {
-      KVStoreLib.KVArrayCopyToHost(h(), r);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    call(this, null, null, (h, u, v) -> KVStoreLib.KVArrayCopyToHost(h, r));
     return r;
   }
 
@@ -283,11 +309,7 @@ public final class NDArray implements AutoCloseable {
   public double[] toDoubleArray() {
     expect(DType.FLOAT64, "double[]");
     double[] r = new double[Math.toIntExact(size())];
-    try {
-      KVStoreLib.KVArrayCopyToHost(h(), r);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    call(this, null, null, (h, u, v) -> KVStoreLib.KVArrayCopyToHost(h, r));
     return r;
   }
 
@@ -295,11 +317,7 @@ public final class NDArray implements AutoCloseable {
   public int[] toIntArray() {
     expect(DType.INT32, "int[]");
     int[] r = new int[Math.toIntExact(size())];
-    try {
-      KVStoreLib.KVArrayCopyToHost(h(), r);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    call(this, null, null, (h, u, v) -> KVStoreLib.KVArrayCopyToHost(h, r));
     return r;
   }
 
@@ -307,11 +325,7 @@ public final class NDArray implements AutoCloseable {
   public long[] toLongArray() {
     expect(DType.INT64, "long[]");
     long[] r = new long[Math.toIntExact(size())];
-    try {
-      KVStoreLib.KVArrayCopyToHost(h(), r);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    call(this, null, null, (h, u, v) -> KVStoreLib.KVArrayCopyToHost(h, r));
     return r;
   }
 
@@ -319,11 +333,7 @@ public final class NDArray implements AutoCloseable {
   public byte[] toByteArray() {
     expect(DType.UINT8, "byte[]");
     byte[] r = new byte[Math.toIntExact(size())];
-    try {
-      KVStoreLib.KVArrayCopyToHost(h(), r);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    call(this, null, null, (h, u, v) -> KVStoreLib.KVArrayCopyToHost(h, r));
     return r;
   }
 
@@ -331,11 +341,7 @@ public final class NDArray implements AutoCloseable {
   public short[] toFloat16Bits() {
     expect(DType.FLOAT16, "short[] (float16 bits)");
     short[] r = new short[Math.toIntExact(size())];
-    try {
-      KVStoreLib.KVArrayCopyToHost(h(), r);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    call(this, null, null, (h, u, v) -> KVStoreLib.KVArrayCopyToHost(h, r));
     return r;
   }
 
@@ -343,11 +349,7 @@ public final class NDArray implements AutoCloseable {
   public NDArray copyFrom(float[] data) {
     expect(DType.FLOAT32, "float[]");
     expectLength(data.length);
-    try {
-      KVStoreLib.KVArrayCopyFromHost(h(), data);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    call(this, null, null, (h, u, v) -> KVStoreLib.KVArrayCopyFromHost(h, data));
     return this;
   }
 
@@ -355,11 +357,7 @@ public final class NDArray implements AutoCloseable {
   public NDArray copyFrom(double[] data) {
     expect(DType.FLOAT64, "double[]");
     expectLength(data.length);
-    try {
-      KVStoreLib.KVArrayCopyFromHost(h(), data);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    call(this, null, null, (h, u, v) -> KVStoreLib.KVArrayCopyFromHost(h, data));
     return this;
   }
 
@@ -367,11 +365,7 @@ public final class NDArray implements AutoCloseable {
   public NDArray copyFrom(int[] data) {
     expect(DType.INT32, "int[]");
     expectLength(data.length);
-    try {
-      KVStoreLib.KVArrayCopyFromHost(h(), data);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    call(this, null, null, (h, u, v) -> KVStoreLib.KVArrayCopyFromHost(h, data));
     return this;
   }
 
@@ -379,11 +373,7 @@ public final class NDArray implements AutoCloseable {
   public NDArray copyFrom(long[] data) {
     expect(DType.INT64, "long[]");
     expectLength(data.length);
-    try {
-      KVStoreLib.KVArrayCopyFromHost(h(), data);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    call(this, null, null, (h, u, v) -> KVStoreLib.KVArrayCopyFromHost(h, data));
     return this;
   }
 
@@ -391,11 +381,7 @@ public final class NDArray implements AutoCloseable {
   public NDArray copyFrom(byte[] data) {
     expect(DType.UINT8, "byte[]");
     expectLength(data.length);
-    try {
-      KVStoreLib.KVArrayCopyFromHost(h(), data);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    call(this, null, null, (h, u, v) -> KVStoreLib.KVArrayCopyFromHost(h, data));
     return this;
   }
 
@@ -403,11 +389,7 @@ public final class NDArray implements AutoCloseable {
   public NDArray copyFromFloat16Bits(short[] bits) {
     expect(DType.FLOAT16, "short[] (float16 bits)");
     expectLength(bits.length);
-    try {
-      KVStoreLib.KVArrayCopyFromHost(h(), bits);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    call(this, null, null, (h, u, v) -> KVStoreLib.KVArrayCopyFromHost(h, bits));
     return this;
   }
 
@@ -417,22 +399,14 @@ public final class NDArray implements AutoCloseable {
    */
   public NDArray copyFrom(Buffer direct) {
     requireDirect(direct);
-    try {
-      KVStoreLib.KVArrayCopyFromHost(h(), direct);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    call(this, null, null, (h, u, v) -> KVStoreLib.KVArrayCopyFromHost(h, direct));
     return this;
   }
 
   /** Copies the raw bytes into a direct buffer's remaining space (exactly nbytes()). */
   public void copyTo(Buffer direct) {
     requireDirect(direct);
-    try {
-      KVStoreLib.KVArrayCopyToHost(h(), direct);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    call(this, null, null, (h, u, v) -> KVStoreLib.KVArrayCopyToHost(h, direct));
   }
 
   private static void requireDirect(Buffer b) {
@@ -445,15 +419,26 @@ public final class NDArray implements AutoCloseable {
 
   /**
    * A zero-copy view of a CPU array's memory, in native byte order. Writes go straight into
-   * the array. The view does not keep the array alive: keep this NDArray reachable and open
-   * for as long as the view is used (after close() the memory is gone).
+   * the array. The view keeps the memory alive: after {@link #close()}, or once this NDArray is
+   * unreachable, the native array is freed only when the view and every buffer derived from it
+   * ({@code asFloatBuffer()}, {@code slice()}, {@code duplicate()}, ...) are unreachable too.
+   * An updater's borrowed arguments have no view (the store owns their memory): this throws
+   * IllegalStateException for them.
    */
   public ByteBuffer asByteBuffer() {
-    try {
-      return KVStoreLib.KVArrayGetDataBuffer(h()).order(ByteOrder.nativeOrder());
-    } finally {
-      Reference.reachabilityFence(this);
+    if (cleanable == null) {
+      throw new IllegalStateException("a borrowed updater argument has no zero-copy view (the"
+          + " store owns its memory); copy it out with toFloatArray() or copyTo(Buffer)");
     }
+    ByteBuffer[] view = new ByteBuffer[1];
+    call(this, null, null, (h, u, v) -> {
+      // Derived buffers hold the JNI buffer as their attachment, so the Cleaner of this one
+      // runs only once no buffer over the memory is reachable.
+      view[0] = KVStoreLib.KVArrayGetDataBuffer(h);
+      life.addView();
+      CLEANER.register(view[0], life::dropView);
+    });
+    return view[0].order(ByteOrder.nativeOrder());
   }
 
   /** A zero-copy float view of a float32 CPU array (see {@link #asByteBuffer()}). */
@@ -467,22 +452,14 @@ public final class NDArray implements AutoCloseable {
 
   /** Sets every element to {@code value}. */
   public NDArray fill(double value) {
-    try {
-      KVStoreLib.KVArrayFill(h(), value);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    call(this, null, null, (h, u, v) -> KVStoreLib.KVArrayFill(h, value));
     return this;
   }
 
   /** Copies this array into {@code dst} (same shape and dtype, any device). */
   public NDArray copyTo(NDArray dst) {
     if (dst == null) throw new KVNullPointerException("copyTo: destination is null");
-    try {
-      KVStoreLib.KVArrayCopy(dst.h(), h());
-    } finally {
-      Reference.reachabilityFence(this); Reference.reachabilityFence(dst);
-    }
+    call(this, dst, null, (src, d, u) -> KVStoreLib.KVArrayCopy(d, src));
     return dst;
   }
 
@@ -504,11 +481,7 @@ public final class NDArray implements AutoCloseable {
 
   /** Blocks until pending asynchronous writes (distributed pulls) have landed. */
   public NDArray waitToRead() {
-    try {
-      KVStoreLib.KVArrayWaitToRead(h());
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    call(this, null, null, (h, u, v) -> KVStoreLib.KVArrayWaitToRead(h));
     return this;
   }
 
@@ -516,11 +489,7 @@ public final class NDArray implements AutoCloseable {
     if (other == null) throw new KVNullPointerException("operand is null");
     NDArray r = zeros(shape, dtype, context);
     try {
-      try {
-        KVStoreLib.KVArrayBinary(op, h(), other.h(), r.h());
-      } finally {
-        Reference.reachabilityFence(this); Reference.reachabilityFence(other); Reference.reachabilityFence(r);
-      }
+      call(this, other, r, (a, b, out) -> KVStoreLib.KVArrayBinary(op, a, b, out));
     } catch (RuntimeException e) {
       r.close();
       throw e;
@@ -531,11 +500,7 @@ public final class NDArray implements AutoCloseable {
   private NDArray scalar(int op, double s) {
     NDArray r = zeros(shape, dtype, context);
     try {
-      try {
-        KVStoreLib.KVArrayBinaryScalar(op, h(), s, r.h());
-      } finally {
-        Reference.reachabilityFence(this); Reference.reachabilityFence(r);
-      }
+      call(this, r, null, (a, out, u) -> KVStoreLib.KVArrayBinaryScalar(op, a, s, out));
     } catch (RuntimeException e) {
       r.close();
       throw e;
@@ -545,20 +510,12 @@ public final class NDArray implements AutoCloseable {
 
   private NDArray binaryInPlace(int op, NDArray other) {
     if (other == null) throw new KVNullPointerException("operand is null");
-    try {
-      KVStoreLib.KVArrayBinary(op, h(), other.h(), h());
-    } finally {
-      Reference.reachabilityFence(this); Reference.reachabilityFence(other);
-    }
+    call(this, other, null, (a, b, u) -> KVStoreLib.KVArrayBinary(op, a, b, a));
     return this;
   }
 
   private NDArray scalarInPlace(int op, double s) {
-    try {
-      KVStoreLib.KVArrayBinaryScalar(op, h(), s, h());
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    call(this, null, null, (a, u, v) -> KVStoreLib.KVArrayBinaryScalar(op, a, s, a));
     return this;
   }
 

@@ -1,6 +1,7 @@
 package org.kvstore.test;
 
 import java.io.IOException;
+import java.lang.ref.Reference;
 import java.lang.ref.WeakReference;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
@@ -16,6 +17,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
 import org.kvstore.Context;
 import org.kvstore.DType;
+import org.kvstore.KVBusyException;
 import org.kvstore.KVCallbackException;
 import org.kvstore.KVDeviceException;
 import org.kvstore.KVDtypeMismatchException;
@@ -102,7 +104,11 @@ public final class ConformanceTest {
     for (String p : parts) check(what + ": message \"" + m + "\" names " + p, m.contains(p));
   }
 
+  /** Runs only the scenarios whose name contains this (the first argument), when given. */
+  private static String only = "";
+
   private static void scenario(String name, Body body) {
+    if (!name.contains(only)) return;
     System.out.println("== " + name);
     try {
       body.run();
@@ -120,6 +126,7 @@ public final class ConformanceTest {
   // ------------------------------------------------------------------------------------------
 
   public static void main(String[] args) throws Exception {
+    if (args.length > 0) only = args[0];
     scenario("C1 tutorial replay", ConformanceTest::c1Tutorial);
     scenario("C2 shape mismatch on push", ConformanceTest::c2ShapeMismatch);
     scenario("C3 dtype mismatch on push", ConformanceTest::c3DtypeMismatch);
@@ -140,6 +147,10 @@ public final class ConformanceTest {
     scenario("C7/C14 callbacks and free hooks on foreign native threads", ConformanceTest::foreignThreads);
     scenario("errors: one class per code", ConformanceTest::errorClasses);
     scenario("arrays: host data, NIO buffers, arithmetic, misuse", ConformanceTest::arrays);
+    scenario("views keep the array's memory alive after close()", ConformanceTest::viewAfterClose);
+    scenario("views keep the array's memory alive after the Cleaner ran", ConformanceTest::viewAfterCleaner);
+    scenario("closing a store or an array during a call on it is refused (BUSY)", ConformanceTest::closeDuringCall);
+    scenario("close racing calls on other threads", ConformanceTest::closeRacingCalls);
     System.out.println(passed + " passed, " + failed + " failed");
     System.exit(failed == 0 ? 0 : 1);
   }
@@ -308,12 +319,12 @@ public final class ConformanceTest {
       expectThrows("re-entrant store call from the updater", KVInvalidArgumentException.class,
           () -> kv.push(3, filled(1)));
 
-      // Closing the store from inside its own updater is refused (it would free the store in
-      // the middle of the push); the store stays usable.
+      // Closing the store from inside its own updater is refused with BUSY (it would free the
+      // store in the middle of the push); the store stays usable.
       kv.setUpdater((key, recv, stored) -> kv.close());
-      IllegalStateException closing = expectThrows("close() from inside the store's updater",
-          IllegalStateException.class, () -> kv.push(3, filled(1)));
-      checkMessage("close inside updater", closing, "updater");
+      KVBusyException closing = expectThrows("close() from inside the store's updater",
+          KVBusyException.class, () -> kv.push(3, filled(1)));
+      checkMessage("close inside updater", closing, "KVStore", "updater", "stays usable");
 
       // A working updater afterwards: nothing stale is rethrown.
       kv.setUpdater((key, recv, stored) -> stored.addInPlace(recv));
@@ -751,7 +762,12 @@ public final class ConformanceTest {
 
   static void errorClasses() {
     int[] codes = KVErrors.codes();
-    checkEq("every code of the table", 18, codes.length);
+    // The table is -1, -2, ... with no gap; the library knows no code past its end.
+    for (int i = 0; i < codes.length; ++i) checkEq("code " + i + " of the table", -(i + 1), codes[i]);
+    checkEq("the library's table ends where the Java one does", "KV_ERR_UNKNOWN",
+        KVLibrary.errorName(-(codes.length + 1)));
+    check("KV_ERR_BUSY maps to KVBusyException",
+        KVErrors.create(KVErrorCode.KV_ERR_BUSY, "x") instanceof KVBusyException);
     java.util.Set<Class<?>> classes = new java.util.HashSet<>();
     for (int code : codes) {
       KVStoreException e = KVErrors.create(code, "m");
@@ -827,5 +843,206 @@ public final class ConformanceTest {
     expectThrows("raw layer: empty holder", KVInvalidArgumentException.class,
         () -> KVStoreLib.KVArrayCreate(new long[] {2}, 0, 1, 0, new ArrayHandle[0]));
     check("version", KVLibrary.version() == 100 && "0.1.0".equals(KVLibrary.versionString()));
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // Issue 10, defect 2: a zero-copy view must keep the array's memory alive.
+  //
+  // 64 MiB arrays: glibc serves them with mmap and returns them with munmap, so a view over
+  // freed memory faults at once (a JVM crash) instead of reading stale bytes, and RSS shows
+  // whether the memory was returned once the last view is gone.
+
+  private static final Shape BIG = Shape.of(16 << 20); // 16 Mi float32 = 64 MiB
+  private static final long BIG_KB = 64 << 10;
+
+  /** Writes i*0.5 at every 4096th element through the view; checks it reads back. */
+  private static boolean patternHolds(FloatBuffer v, boolean write) {
+    for (int i = 0; i < v.capacity(); i += 4096) {
+      if (write) v.put(i, i * 0.5f);
+      if (v.get(i) != i * 0.5f) return false;
+    }
+    return true;
+  }
+
+  /** Makes and fills arrays of the same size, which reuse freed memory if any was freed. */
+  private static void churn() {
+    for (int i = 0; i < 3; ++i) {
+      NDArray.full(BIG, -7, DType.FLOAT32, Context.cpu()).close(); // fill touches every page
+    }
+  }
+
+  static void viewAfterClose() throws Exception {
+    settle();
+    long before = rssKb();
+    NDArray a = NDArray.zeros(BIG);
+    FloatBuffer view = a.asFloatBuffer();
+    FloatBuffer slice = a.asByteBuffer().slice().order(ByteOrder.nativeOrder()).asFloatBuffer();
+    check("pattern written through the view", patternHolds(view, true));
+    a.close();
+    check("the array reports closed", a.isClosed());
+    expectThrows("the closed array refuses calls", IllegalStateException.class, () -> a.toFloatArray());
+    expectThrows("and refuses new views", IllegalStateException.class, () -> a.asFloatBuffer());
+    churn();
+    check("after close() the view still reads its memory", patternHolds(view, false));
+    check("and writes to it", patternHolds(view, true));
+    check("a derived view (slice) reads the same memory", patternHolds(slice, false));
+    long withView = rssKb();
+    view = null;
+    slice = null;
+    for (int i = 0; i < 50 && rssKb() - before > BIG_KB / 2; ++i) settle();
+    long after = rssKb();
+    System.out.println("   64 MiB array closed with views: RSS " + before + " kB -> " + withView
+        + " kB (views alive) -> " + after + " kB (views collected)");
+    check("the memory stayed mapped while the views lived", withView - before > BIG_KB / 2);
+    check("the last view's collection freed it (RSS growth " + (after - before) + " kB)",
+        after - before < BIG_KB / 2);
+  }
+
+  /** A view of a new array, whose NDArray is unreachable once this returns. */
+  private static FloatBuffer orphanView(List<WeakReference<NDArray>> owner) {
+    NDArray a = NDArray.zeros(BIG);
+    owner.add(new WeakReference<>(a));
+    FloatBuffer v = a.asFloatBuffer();
+    patternHolds(v, true);
+    return v;
+  }
+
+  static void viewAfterCleaner() throws Exception {
+    List<WeakReference<NDArray>> owner = new ArrayList<>();
+    FloatBuffer view = orphanView(owner);
+    for (int i = 0; i < 50 && owner.get(0).get() != null; ++i) settle();
+    check("the NDArray itself was collected", owner.get(0).get() == null);
+    settle(); // its Cleaner has run by now
+    churn();
+    check("after the NDArray's Cleaner ran, the view still reads its memory", patternHolds(view, false));
+    check("and writes to it", patternHolds(view, true));
+    Reference.reachabilityFence(view);
+
+    // Borrowed updater arguments have no view: the store owns that memory.
+    try (KVStore kv = KVStore.create("local"); NDArray one = filled(1)) {
+      kv.init(1, filled(1));
+      AtomicReference<Throwable> thrown = new AtomicReference<>();
+      kv.setUpdater((key, recv, stored) -> {
+        try {
+          stored.asFloatBuffer();
+        } catch (Throwable t) {
+          thrown.set(t);
+        }
+        stored.addInPlace(recv);
+      });
+      kv.push(1, one);
+      check("asFloatBuffer() of a borrowed updater argument throws IllegalStateException, got "
+          + thrown.get(), thrown.get() instanceof IllegalStateException);
+    }
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // Issue 10, defect 3: closing a store or an array while a call on it runs throws BUSY and
+  // frees nothing; the handle stays usable.
+
+  static void closeDuringCall() throws Exception {
+    try (KVStore kv = KVStore.create("local"); NDArray v = filled(1); NDArray out = NDArray.zeros(S23)) {
+      kv.init(3, filled(2));
+      java.util.concurrent.CountDownLatch entered = new java.util.concurrent.CountDownLatch(1);
+      java.util.concurrent.CountDownLatch proceed = new java.util.concurrent.CountDownLatch(1);
+      kv.setUpdater((key, recv, stored) -> {
+        entered.countDown();
+        try {
+          proceed.await();
+        } catch (InterruptedException e) {
+          throw new IllegalStateException(e);
+        }
+        stored.addInPlace(recv);
+      });
+      AtomicReference<Throwable> pushError = new AtomicReference<>();
+      Thread pusher = new Thread(() -> {
+        try {
+          kv.pushPull(3, v, out);
+        } catch (Throwable t) {
+          pushError.set(t);
+        }
+      });
+      pusher.start();
+      entered.await();
+      KVBusyException e = expectThrows("close() of the store while another thread's push runs its updater",
+          KVBusyException.class, kv::close);
+      checkMessage("store busy", e, "KVStore", "in use", "stays usable");
+      if (e != null) checkEq("the code is KV_ERR_BUSY", KVErrorCode.KV_ERR_BUSY, e.getCode());
+      expectThrows("close() of the pushed array meanwhile", KVBusyException.class, v::close);
+      expectThrows("close() of the pushpull output meanwhile", KVBusyException.class, out::close);
+      checkEq("the store answers other calls meanwhile", "local", kv.type());
+      proceed.countDown();
+      pusher.join(10_000);
+      check("the push finished", !pusher.isAlive());
+      checkEq("and succeeded", null, pushError.get());
+      checkValues("with the pushed value merged", 3f, out);
+      check("the refused closes left the array open", !v.isClosed() && !out.isClosed());
+      kv.setUpdater(null);
+      kv.push(3, v);
+      kv.pull(3, out);
+      checkValues("the store is usable after the refused close", 1f, out);
+    }
+
+    // Once the call returned, close works, and a second close does nothing.
+    KVStore kv = KVStore.create("local");
+    kv.setUpdater((key, recv, stored) -> kv.close());
+    kv.init(1, filled(1));
+    expectThrows("close() from the updater", KVBusyException.class, () -> kv.push(1, filled(1)));
+    kv.setUpdater(null);
+    kv.close();
+    kv.close();
+    expectThrows("a closed store refuses calls", IllegalStateException.class, kv::type);
+  }
+
+  /**
+   * One thread calls, another closes: each close either succeeds (the caller then sees
+   * IllegalStateException) or throws BUSY (the call it raced then finishes normally). The
+   * library alone cannot order these: the call may not have entered it yet when close runs.
+   */
+  static void closeRacingCalls() throws Exception {
+    int rounds = 2000;
+    int busy = 0;
+    int refused = 0;
+    AtomicInteger wrong = new AtomicInteger();
+    for (int r = 0; r < rounds; ++r) {
+      NDArray a = NDArray.zeros(Shape.of(64));
+      KVStore kv = KVStore.create("local");
+      java.util.concurrent.CountDownLatch go = new java.util.concurrent.CountDownLatch(1);
+      AtomicInteger calls = new AtomicInteger();
+      Thread caller = new Thread(() -> {
+        go.countDown();
+        try {
+          for (int i = 0; ; ++i) {
+            a.fill(i);
+            kv.rank();
+            calls.incrementAndGet();
+          }
+        } catch (IllegalStateException e) {
+          // closed under us: the expected end
+        } catch (Throwable t) {
+          wrong.incrementAndGet();
+          System.out.println("   racing caller got " + t);
+        }
+      });
+      caller.start();
+      go.await();
+      for (int spin = r % 50; spin > 0; --spin) Thread.onSpinWait();
+      for (AutoCloseable c : new AutoCloseable[] {a, kv}) {
+        for (;;) {
+          try {
+            c.close();
+            break;
+          } catch (KVBusyException e) {
+            ++busy;
+            Thread.yield();
+          }
+        }
+      }
+      caller.join();
+      ++refused;
+    }
+    System.out.println("   " + rounds + " races: " + busy + " closes refused with BUSY, " + refused
+        + " callers stopped by the close");
+    checkEq("no racing call saw anything but IllegalStateException", 0, wrong.get());
   }
 }
