@@ -186,6 +186,10 @@ void Server::HandleScheduler(Message& m) {
       break;
     case MsgType::kNodeDead: {
       Log("%s", m.str.c_str());
+      // Any death makes this server's exit fail (Run), naming the dead node.
+      if (m.h.arg == static_cast<int32_t>(Role::kServer) && m.h.key >= 0 && m.h.key != rank_) {
+        dead_list_ += (dead_list_.empty() ? "" : ", ") + NodeName(Role::kServer, static_cast<int>(m.h.key));
+      }
       if (m.h.arg == static_cast<int32_t>(Role::kWorker) && m.h.key >= 0 &&
           m.h.key < num_workers_) {
         worker_dead_[static_cast<size_t>(m.h.key)] = true;

@@ -235,6 +235,8 @@ class WorkerStore : public Store {
   // Runs the exit protocol once; returns the first error of draining or of the exit barrier
   // (nullptr when both succeeded).
   std::exception_ptr Shutdown();
+  // "server 1, worker 2" for the nodes known dead, or "".
+  std::string DeadNodes();
 
   // I/O thread.
   void IoLoop();
@@ -360,6 +362,15 @@ std::exception_ptr WorkerStore::Shutdown() {
       if (!first) first = std::current_exception();
     }
   }
+  if (!first) {
+    // A job that lost a node did not finish as it should, even when this worker's own
+    // calls all succeeded: KVStoreFree says so, naming the dead nodes.
+    const std::string dead = DeadNodes();
+    if (!dead.empty()) {
+      first = std::make_exception_ptr(
+          Error(KV_ERR_PEER_DEAD, StrFormat("worker %d: the job lost %s", rank_, dead.c_str())));
+    }
+  }
   try {
     auto w = std::make_shared<Waiter>(1);
     ControlToScheduler(MsgType::kFinish, 0, 0, w);
@@ -380,6 +391,18 @@ std::exception_ptr WorkerStore::Shutdown() {
   sched_.set(zmq::sockopt::linger, 200);
   close(wake_fd_);
   return first;
+}
+
+std::string WorkerStore::DeadNodes() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string list = scheduler_dead_ ? "the scheduler" : "";
+  for (int s = 0; s < num_servers_; ++s) {
+    if (server_dead_[static_cast<size_t>(s)]) list += (list.empty() ? "" : ", ") + NodeName(Role::kServer, s);
+  }
+  for (int w = 0; w < num_workers_; ++w) {
+    if (worker_dead_[static_cast<size_t>(w)]) list += (list.empty() ? "" : ", ") + NodeName(Role::kWorker, w);
+  }
+  return list;
 }
 
 std::string WorkerStore::KeyId(const KeyList& keys, int i) const {
@@ -900,19 +923,13 @@ void WorkerStore::IoLoop() {
         }
       }
       if (newly_dead) {
+        // Without the scheduler the job cannot go on: nobody reports dead nodes any more,
+        // barriers cannot complete, and the servers stop when they notice it too. Everything
+        // queued or outstanding fails now, and every later request at once (SendOne).
         const std::string why = StrFormat("the scheduler sent nothing for %.1f s and is considered dead",
                                           now - last_sched_);
         Log("%s", why.c_str());
-        // Control requests to the scheduler can no longer complete.
-        for (auto it = outstanding_.begin(); it != outstanding_.end();) {
-          if (it->second.dest == -1) {
-            Outstanding o = std::move(it->second);
-            it = outstanding_.erase(it);
-            CompletePart(o, KV_ERR_PEER_DEAD, why, nullptr);
-          } else {
-            ++it;
-          }
-        }
+        FailAll(KV_ERR_PEER_DEAD, why);
       }
       CheckDeadlines();
     }
@@ -987,9 +1004,11 @@ void WorkerStore::SendOne(OutMsg& m) {
       std::lock_guard<std::mutex> lock(mu_);
       sched_dead = scheduler_dead_;
     }
-    if (m.dest < 0 && sched_dead) {
+    if (sched_dead) {
       CompletePart(o, KV_ERR_PEER_DEAD,
-                   StrFormat("%s: the scheduler is dead", MsgTypeName(m.h.type)), nullptr);
+                   m.op ? std::string("the scheduler is dead; the job cannot go on")
+                        : StrFormat("%s: the scheduler is dead", MsgTypeName(m.h.type)),
+                   nullptr);
       return;
     }
   }

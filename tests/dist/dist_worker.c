@@ -40,6 +40,10 @@
  *                   it, that an array freed right after its push is still sent, that an
  *                   output whose data pointer was handed out keeps that pointer and gets
  *                   the value, pushpull into its own value, and a push of a pulled array.
+ *   killed_scheduler  the scheduler dies (SIGKILL, when rank 0 raises a flag file) during
+ *                   training; every worker must fail within KVSTORE_TIMEOUT_SEC with
+ *                   PEER_DEAD naming the scheduler, and KVStoreFree must return at once
+ *                   (prints SURVIVOR_OK); the servers' RunServer fails naming it too.
  *   priority        with the pull window full (two 32 MiB pulls), a later high-priority
  *                   pull leaves before the earlier low-priority ones (observed in the
  *                   worker's PS_VERBOSE=2 send log, captured from its own stderr).
@@ -47,6 +51,7 @@
  * Prints "PASS <scenario> rank R" and exits 0 on success; exits 1 with a message otherwise.
  */
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -658,6 +663,71 @@ static int ZeroCopy(KVStoreHandle kv, int rounds) {
   return 0;
 }
 
+/* The flag file that makes the scheduler of this job kill itself (killed_scheduler). */
+static void SchedulerFlag(char* path, size_t n) {
+  const char* port = getenv("DMLC_PS_ROOT_PORT");
+  snprintf(path, n, "/tmp/kvstore-test-kill-scheduler-%s", port ? port : "0");
+}
+
+static void* SchedulerSuicideWatch(void* arg) {
+  (void)arg;
+  char path[128];
+  SchedulerFlag(path, sizeof path);
+  for (;;) {
+    if (access(path, F_OK) == 0) {
+      unlink(path);
+      kill(getpid(), SIGKILL);
+    }
+    usleep(10000);
+  }
+  return NULL;
+}
+
+static int KilledScheduler(KVStoreHandle kv) {
+  const int keys[2] = {4, 5}; /* one key per server */
+  KVArrayHandle v[2] = {NewArray(16, KV_FLOAT32), NewArray(16, KV_FLOAT32)};
+  KVArrayHandle o[2] = {NewArray(16, KV_FLOAT32), NewArray(16, KV_FLOAT32)};
+  OK(KVStoreInit(kv, 2, keys, v));
+  OK(KVStorePush(kv, 2, keys, v, 0));
+  OK(KVStorePull(kv, 2, keys, o, 0));
+  OK(KVStoreWaitAll(kv));
+  OK(KVStoreBarrier(kv));
+  if (g_rank == 0) {
+    char path[128];
+    SchedulerFlag(path, sizeof path);
+    FILE* f = fopen(path, "w");
+    CHECK(f != NULL, "cannot create %s", path);
+    fclose(f);
+  }
+  const double t0 = Now();
+  const char* limit_env = getenv("KVSTORE_TIMEOUT_SEC");
+  const double limit = limit_env ? atof(limit_env) : 30.0;
+  int rc = 0;
+  while (rc == 0 && Now() - t0 < 3 * limit) {
+    rc = KVStorePush(kv, 2, keys, v, 0);
+    if (rc == 0) rc = KVStorePull(kv, 2, keys, o, 0);
+    if (rc == 0) rc = KVArrayWaitToRead(o[0]);
+    if (rc == 0) rc = KVArrayWaitToRead(o[1]);
+    if (rc == 0) rc = KVStoreWaitAll(kv);
+  }
+  const double took = Now() - t0;
+  CHECK(rc == KV_ERR_PEER_DEAD && strstr(KVGetLastError(), "scheduler"),
+        "expected PEER_DEAD naming the scheduler, got %s: %s", KVErrorName(rc), KVGetLastError());
+  CHECK(took < limit, "took %.1f s to fail after the scheduler died (timeout %.0f s)", took, limit);
+  printf("SURVIVOR_OK rank %d after %.2f s: %s: %s\n", g_rank, took, KVErrorName(rc), KVGetLastError());
+  fflush(stdout);
+  const double t1 = Now();
+  rc = KVStoreFree(kv);
+  CHECK(rc == KV_ERR_PEER_DEAD && strstr(KVGetLastError(), "scheduler"),
+        "KVStoreFree without a scheduler: %s: %s", KVErrorName(rc), KVGetLastError());
+  CHECK(Now() - t1 < 5.0, "KVStoreFree took %.1f s without a scheduler", Now() - t1);
+  KVArrayFree(v[0]);
+  KVArrayFree(v[1]);
+  KVArrayFree(o[0]);
+  KVArrayFree(o[1]);
+  return 0;
+}
+
 /* Position of the first line of `log` containing `needle`, or -1. */
 static long FindLine(const char* log, const char* needle) {
   const char* at = strstr(log, needle);
@@ -726,7 +796,7 @@ static int Controller(int head, const char* body, void* user_data) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: %s sync|async|assign|async_assign|crossed|determinism|api|killed|killed_server|zerocopy|priority ...\n", argv[0]);
+    fprintf(stderr, "usage: %s sync|async|assign|async_assign|crossed|determinism|api|killed|killed_server|killed_scheduler|zerocopy|priority ...\n", argv[0]);
     return 2;
   }
   const char* scenario = argv[1];
@@ -734,13 +804,16 @@ int main(int argc, char** argv) {
   if (getenv("TEST_KV_TYPE")) type = getenv("TEST_KV_TYPE");
   KVStoreHandle kv = NULL;
   if (!KVIsWorkerNode()) {
+    if (strcmp(scenario, "killed_scheduler") == 0 && KVIsSchedulerNode()) {
+      pthread_t watch;
+      pthread_create(&watch, NULL, SchedulerSuicideWatch, NULL);
+    }
     OK(KVStoreCreate(type, &kv));
     int commands = 0;
     int rc = KVStoreRunServer(kv, Controller, &commands);
     if (rc != 0) fprintf(stderr, "RunServer: %s: %s\n", KVErrorName(rc), KVGetLastError());
     KVStoreFree(kv);
-    /* After a killed worker, servers report PEER_DEAD; that is the expected outcome. */
-    if (strncmp(scenario, "killed", 6) == 0) return 0;
+    /* After a killed node the survivors' RunServer fails naming it (the driver checks). */
     return rc == 0 ? 0 : 1;
   }
   OK(KVStoreCreate(type, &kv));
@@ -764,6 +837,10 @@ int main(int argc, char** argv) {
     rc = Killed(kv);
   } else if (strcmp(scenario, "killed_server") == 0) {
     rc = KilledServer(kv);
+  } else if (strcmp(scenario, "killed_scheduler") == 0) {
+    rc = KilledScheduler(kv);
+    printf("PASS %s rank %d\n", scenario, g_rank);
+    return rc; /* KilledScheduler freed the store */
   } else if (strcmp(scenario, "zerocopy") == 0) {
     rc = ZeroCopy(kv, argc > 2 ? atoi(argv[2]) : 3);
   } else if (strcmp(scenario, "priority") == 0) {
@@ -776,7 +853,11 @@ int main(int argc, char** argv) {
     /* The exit barrier cannot complete without worker 2, and KVStoreFree says so. */
     CHECK(free_rc == KV_ERR_PEER_DEAD || free_rc == KV_ERR_TIMEOUT, "KVStoreFree after a dead worker: %s %s",
           KVErrorName(free_rc), KVGetLastError());
-  } else if (strncmp(scenario, "killed", 6) != 0) {
+  } else if (strcmp(scenario, "killed_server") == 0) {
+    /* The job lost server 1: KVStoreFree says so even though this worker's calls ended. */
+    CHECK(free_rc == KV_ERR_PEER_DEAD && strstr(KVGetLastError(), "server 1"),
+          "KVStoreFree after a dead server: %s %s", KVErrorName(free_rc), KVGetLastError());
+  } else {
     CHECK(free_rc == 0, "KVStoreFree: %s %s", KVErrorName(free_rc), KVGetLastError());
   }
   printf("PASS %s rank %d\n", scenario, g_rank);

@@ -8,7 +8,9 @@ CASE:
   determinism  run twice; require both runs to pass and rank 0's result files to be
                byte-identical (the program itself checks against the rank-order sum)
   killed       launch with --keep-going; require every surviving worker to print
-               SURVIVOR_OK naming worker 2, and the whole job to end within --max-sec
+               SURVIVOR_OK naming the --victim ("worker 2", "server 1", "scheduler"), the
+               surviving scheduler and servers to fail RunServer naming it, and the whole
+               job to end within --max-sec
   garbage      like run, with PORT/TEST_SERVER_PORT set to a free port for the one server
   spread       like run, with PS_VERBOSE=1: every server must listen on min(W, 4) ports (one
                per ZeroMQ I/O thread) and worker r must connect to port r mod that count of
@@ -161,8 +163,15 @@ def main():
         for w in survivors:
             if not re.search(r"^\[worker %d\] SURVIVOR_OK .*%s" % (w, a.victim), out, re.M):
                 raise SystemExit("FAIL: worker %d did not report the death of %s" % (w, a.victim))
+        # Every surviving scheduler and server fails too, naming the victim (a job that
+        # lost a node did not finish as it should).
+        others = ([] if role == "scheduler" else ["scheduler"]) + [
+            "server %d" % s for s in range(a.servers) if not (role == "server" and s == int(vrank))]
+        for o in others:
+            if not re.search(r"^\[%s\] RunServer: KV_ERR_\w+: .*%s" % (o, a.victim), out, re.M):
+                raise SystemExit("FAIL: %s did not fail naming %s" % (o, a.victim))
         if rc == 0:
-            raise SystemExit("FAIL: the launcher reported success for a job with a killed worker")
+            raise SystemExit("FAIL: the launcher reported success for a job with a killed node")
         print("all survivors failed cleanly; job took %.1f s" % took)
     elif a.case == "no-scheduler":
         # A worker whose scheduler never answers fails within KVSTORE_TIMEOUT_SEC, naming it.
