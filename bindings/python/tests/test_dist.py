@@ -47,7 +47,9 @@ def test_dist_sync_with_python_updater_and_controller(tmp_path):
             log.close()
     ranks = set()
     for w in ("worker0", "worker1"):
-        lines = out[w].splitlines()
+        # The node's own lines; the library's log lines ("[kvstore worker] ...") are not
+        # part of this protocol.
+        lines = [l for l in out[w].splitlines() if not l.startswith("[kvstore ")]
         rank, num, typ = lines[0].split()[1:]
         ranks.add(int(rank))
         assert (num, typ) == ("2", "dist_sync")
