@@ -6,7 +6,9 @@ the symbolic name of every code), so a library that appends a code gets a class 
 ``TimeoutError`` and so on. Every class derives from :class:`KVStoreError`, and where a
 Python built-in exception means the same thing it derives from that too (``ShapeMismatchError``
 is a ``ValueError``, ``OutOfMemoryError`` a ``MemoryError``, ...), so ``except ValueError``
-also works.
+also works. :class:`KVStoreError` itself is a ``RuntimeError``, as the reference's
+``MXNetError`` is, so code written against the reference (``except RuntimeError``) catches
+every library failure.
 """
 import builtins
 
@@ -15,7 +17,7 @@ from ._lib import LIB
 __all__ = ["KVStoreError", "ERROR_CLASSES", "error_class", "check_call", "last_error"]
 
 
-class KVStoreError(Exception):
+class KVStoreError(RuntimeError):
     """A failed libkvstore call.
 
     Attributes: ``code`` (the negative KV_ERR_* value), ``name`` (``"KV_ERR_..."``) and

@@ -11,9 +11,15 @@ names a key. Values and outputs follow the reference's list rules:
 ``pull``'s ``out`` follows the same rules (each listed output receives the stored value).
 Values may also be numpy arrays (copied in); outputs may be numpy arrays (written after a
 successful pull).
+
+Closing while a call runs: a store counts the calls that are using its handle. ``close()``
+while any is running (on another thread, or from inside the store's own updater or
+controller) raises :class:`~kvstore.errors.BusyError` and leaves the store open and usable;
+arrays passed to a running call stay alive until it returns (see ``ndarray._Handle``).
 """
 import atexit
 import numbers
+import threading
 import weakref
 from ctypes import byref, c_char_p, c_int
 
@@ -23,7 +29,7 @@ from . import _callback
 from ._lib import (LIB, KVArrayHandle, KVController, KVFreeFn, KVStoreHandle, KVStrUpdater,
                    KVUpdater)
 from .context import cpu
-from .errors import check_call, error_class
+from .errors import check_call, error_class, make_error
 from .ndarray import NDArray, _DTYPE_TO_CODE, _from_numpy
 
 __all__ = ["KVStore", "create", "is_worker_node", "is_server_node", "is_scheduler_node"]
@@ -44,6 +50,13 @@ def _close_live_stores():
             pass
 
 
+def _c_string(text, what):
+    """text as UTF-8 for the library; a NUL would silently cut the C string short."""
+    if "\0" in text:
+        raise ValueError("%s %r contains a NUL character" % (what, text))
+    return text.encode("utf-8")
+
+
 def _key_kind(key, where):
     if isinstance(key, str):
         return "str"
@@ -60,22 +73,19 @@ class _Batch(object):
 
     def __init__(self, keys, arrays, kind, writeback=()):
         self.keys = keys
-        self.arrays = arrays  # NDArrays; kept referenced for the duration of the call
+        self.arrays = arrays
+        # The arrays' _Handles, held until the batch goes away (after the call returns): an
+        # array closed meanwhile on another thread is then freed after the call, not under it.
+        self.refs = [a._ref for a in arrays]
         self.kind = kind
         self.writeback = writeback  # (numpy out, temporary NDArray) pairs for outputs
         n = len(keys)
         self.num = n
         if kind == "str":
-            encoded = []
-            for k in keys:
-                b = k.encode("utf-8")
-                if b"\0" in b:
-                    raise ValueError("string key %r contains a NUL character" % k)
-                encoded.append(b)
-            self.c_keys = (c_char_p * max(n, 1))(*encoded)
+            self.c_keys = (c_char_p * max(n, 1))(*[_c_string(k, "string key") for k in keys])
         else:
             self.c_keys = (c_int * max(n, 1))(*[int(k) for k in keys])
-        self.c_arrays = (KVArrayHandle * max(n, 1))(*[a.handle for a in arrays])
+        self.c_arrays = (KVArrayHandle * max(n, 1))(*[r.ptr for r in self.refs])
 
     def finish(self):
         for dst, tmp in self.writeback:
@@ -161,6 +171,10 @@ class KVStore(object):
         if not isinstance(handle, KVStoreHandle) or not handle:
             raise TypeError("KVStore() takes a non-NULL KVStoreHandle; use kvstore.kv.create")
         self._handle = handle
+        # Calls using _handle right now; close() refuses while it is not 0. Both change
+        # only under _lock, and a call counts itself before it reads the handle.
+        self._calls = 0
+        self._lock = threading.Lock()
         # Class of the arrays handed to updaters: the class of the arrays last used to
         # initialise keys (kvstore.np arrays for np-flavoured code).
         self._array_box = [NDArray]
@@ -179,17 +193,60 @@ class KVStore(object):
     def closed(self):
         return self._handle is None
 
+    def _enter(self):
+        """The handle, counted in use until the matching _leave()."""
+        with self._lock:
+            h = self._handle
+            if h is None:
+                raise ValueError("operation on a closed KVStore")
+            self._calls += 1
+        return h
+
+    def _leave(self):
+        with self._lock:
+            self._calls -= 1
+
+    def _call(self, cfn, *args, callbacks=False, server=False):
+        """cfn(handle, *args) with the handle counted in use for the whole call. With
+        callbacks=True, an exception raised by a Python callback during the call is
+        re-raised (see _callback.call)."""
+        h = self._enter()
+        try:
+            if callbacks:
+                _callback.call(cfn, h, *args, server=server)
+            else:
+                check_call(cfn(h, *args))
+        finally:
+            self._leave()
+
     def close(self):
         """Releases the store, its values and its updater registrations (whose free hooks
         drop the Python callables). Idempotent. Raises the error of a distributed worker's
-        exit barrier, after releasing the store anyway."""
-        h, self._handle = self._handle, None
-        if h:
-            _live_stores.discard(self)
-            try:
-                check_call(LIB.KVStoreFree(h))
-            finally:
-                self._updaters.clear()
+        exit barrier, after releasing the store anyway.
+
+        While another call on the store is running (on another thread, or the push whose
+        updater calls close()), raises BusyError and leaves the store open and usable."""
+        with self._lock:
+            h = self._handle
+            if h is None:
+                return
+            if self._calls:
+                busy = error_class("BUSY")
+                raise busy("close: %d call(s) on this store have not returned yet (on another "
+                           "thread, or the call running this updater or controller); the "
+                           "store stays open" % self._calls, busy.code)
+            self._handle = None
+        _live_stores.discard(self)
+        rc = LIB.KVStoreFree(h)
+        if rc != 0 and error_class(rc).name == "KV_ERR_BUSY":
+            # A call the count cannot see (made through .handle directly): nothing was freed.
+            err = make_error(rc)
+            with self._lock:
+                self._handle = h
+            _live_stores.add(self)
+            raise err
+        self._updaters.clear()
+        check_call(rc)
 
     def __enter__(self):
         return self
@@ -209,21 +266,26 @@ class KVStore(object):
     def type(self):
         """The type name given to create(), lowercased."""
         out = c_char_p()
-        check_call(LIB.KVStoreGetType(self.handle, byref(out)))
-        return out.value.decode("utf-8")
+        h = self._enter()
+        try:
+            # The string belongs to the store: read it before the store can be closed.
+            check_call(LIB.KVStoreGetType(h, byref(out)))
+            return out.value.decode("utf-8")
+        finally:
+            self._leave()
 
     @property
     def rank(self):
         """Rank of this worker (0 for in-process stores)."""
         out = c_int(0)
-        check_call(LIB.KVStoreGetRank(self.handle, byref(out)))
+        self._call(LIB.KVStoreGetRank, byref(out))
         return out.value
 
     @property
     def num_workers(self):
         """Number of workers (1 for in-process stores)."""
         out = c_int(0)
-        check_call(LIB.KVStoreGetGroupSize(self.handle, byref(out)))
+        self._call(LIB.KVStoreGetGroupSize, byref(out))
         return out.value
 
     def __repr__(self):
@@ -242,9 +304,8 @@ class KVStore(object):
     def init(self, key, value):
         """Initialises key(s) with copies of value(s). The updater does not run."""
         b = _flatten(key, value, "init")
-        h = self.handle
         fn = LIB.KVStoreInitStr if b.kind == "str" else LIB.KVStoreInit
-        check_call(fn(h, b.num, b.c_keys, b.c_arrays))
+        self._call(fn, b.num, b.c_keys, b.c_arrays)
         self._note_array_class(b)
 
     def push(self, key, value, priority=0):
@@ -253,13 +314,13 @@ class KVStore(object):
         value is then unchanged."""
         b = _flatten(key, value, "push")
         fn = LIB.KVStorePushStr if b.kind == "str" else LIB.KVStorePush
-        _callback.call(fn, self.handle, b.num, b.c_keys, b.c_arrays, int(priority))
+        self._call(fn, b.num, b.c_keys, b.c_arrays, int(priority), callbacks=True)
 
     def pull(self, key, out=None, priority=0, ignore_sparse=True):
         """Copies the stored value of key(s) into every output in out."""
         b = _flatten(key, out, "pull", output=True)
         fn = LIB.KVStorePullStr if b.kind == "str" else LIB.KVStorePull
-        check_call(fn(self.handle, b.num, b.c_keys, b.c_arrays, int(priority)))
+        self._call(fn, b.num, b.c_keys, b.c_arrays, int(priority))
         b.finish()
 
     def pushpull(self, key, value, out=None, priority=0):
@@ -267,8 +328,8 @@ class KVStore(object):
         v = _flatten(key, value, "pushpull")
         o = _flatten(key, value if out is None else out, "pushpull", output=True)
         fn = LIB.KVStorePushPullStr if v.kind == "str" else LIB.KVStorePushPull
-        _callback.call(fn, self.handle, v.num, v.c_keys, v.c_arrays, o.num, o.c_keys,
-                       o.c_arrays, int(priority))
+        self._call(fn, v.num, v.c_keys, v.c_arrays, o.num, o.c_keys, o.c_arrays, int(priority),
+                   callbacks=True)
         o.finish()
 
     def broadcast(self, key, value, out, priority=0):
@@ -276,26 +337,26 @@ class KVStore(object):
         v = _flatten(key, value, "broadcast")
         o = _flatten(key, out, "broadcast", output=True)
         fn = LIB.KVStoreBroadcastStr if v.kind == "str" else LIB.KVStoreBroadcast
-        check_call(fn(self.handle, v.num, v.c_keys, v.c_arrays, o.num, o.c_keys, o.c_arrays,
-                      int(priority)))
+        self._call(fn, v.num, v.c_keys, v.c_arrays, o.num, o.c_keys, o.c_arrays, int(priority))
         self._note_array_class(v)
         o.finish()
 
     # -- updaters ---------------------------------------------------------------------------
     def _register(self, setter, ctype, fn, str_keys):
-        h = self.handle
         slot = "str" if str_keys else "int"
         if fn is None:
-            check_call(setter(h, ctype(), None, KVFreeFn()))
+            self._call(setter, ctype(), None, KVFreeFn())
             self._updaters.pop(slot, None)
             return None
         cell = _callback.UpdaterCell(fn)
         reg = _callback.make_updater(cell, self._array_box, str_keys)
         reg.publish()
         try:
-            check_call(setter(h, reg.cfunc, reg.user_data, _callback.FREE_HOOK))
+            self._call(setter, reg.cfunc, reg.user_data, _callback.FREE_HOOK)
         except BaseException:
-            reg.withdraw()  # refused: the library did not take ownership
+            # Refused: the library did not take ownership and never calls the free hook, so
+            # this is the one release of the registration.
+            reg.withdraw()
             raise
         self._updaters[slot] = cell  # the store owns the Python callable
         return reg
@@ -325,33 +386,32 @@ class KVStore(object):
         if not isinstance(optimizer, str):
             raise TypeError("set_optimizer takes a spec string such as "
                             "'sgd(learning_rate=0.1)', not %s" % type(optimizer).__name__)
-        check_call(LIB.KVStoreSetOptimizer(self.handle, optimizer.encode("utf-8")))
+        self._call(LIB.KVStoreSetOptimizer, _c_string(optimizer, "optimizer spec"))
 
     # -- synchronisation, distributed -------------------------------------------------------
     def _barrier(self):
         """Waits until every worker has reached the barrier."""
-        check_call(LIB.KVStoreBarrier(self.handle))
+        self._call(LIB.KVStoreBarrier)
 
     barrier = _barrier
 
     def wait_all(self):
         """Blocks until every pending asynchronous operation of the store has completed."""
-        check_call(LIB.KVStoreWaitAll(self.handle))
+        self._call(LIB.KVStoreWaitAll)
 
     def num_dead_node(self, node_id, timeout_sec=60):
         """Number of nodes in the groups node_id (1 scheduler, 2 servers, 4 workers, summed)
         whose last heartbeat is older than timeout_sec."""
         out = c_int(0)
-        check_call(LIB.KVStoreGetNumDeadNode(self.handle, int(node_id), int(timeout_sec),
-                                             byref(out)))
+        self._call(LIB.KVStoreGetNumDeadNode, int(node_id), int(timeout_sec), byref(out))
         return out.value
 
     def _set_barrier_before_exit(self, barrier_before_exit=True):
-        check_call(LIB.KVStoreSetBarrierBeforeExit(self.handle, 1 if barrier_before_exit else 0))
+        self._call(LIB.KVStoreSetBarrierBeforeExit, 1 if barrier_before_exit else 0)
 
     def _send_command_to_servers(self, head, body):
-        check_call(LIB.KVStoreSendCommandToServers(self.handle, int(head),
-                                                   str(body).encode("utf-8")))
+        self._call(LIB.KVStoreSendCommandToServers, int(head),
+                   _c_string(str(body), "command body"))
 
     def run_server(self, controller=None):
         """Runs this process as the server or scheduler named by DMLC_ROLE until the job
@@ -360,7 +420,7 @@ class KVStore(object):
         worker's call with CallbackError and is printed here."""
         reg = _callback.make_controller(controller) if controller is not None else None
         cfunc = reg.cfunc if reg is not None else KVController()
-        _callback.call(LIB.KVStoreRunServer, self.handle, cfunc, None, server=True)
+        self._call(LIB.KVStoreRunServer, cfunc, None, callbacks=True, server=True)
         del reg
 
 
@@ -370,10 +430,8 @@ def create(name="local"):
     ones)."""
     if not isinstance(name, str):
         raise TypeError("name must be a str, not %s" % type(name).__name__)
-    if "\0" in name:
-        raise ValueError("store type %r contains a NUL character" % name)
     out = KVStoreHandle()
-    check_call(LIB.KVStoreCreate(name.encode("utf-8"), byref(out)))
+    check_call(LIB.KVStoreCreate(_c_string(name, "store type"), byref(out)))
     return KVStore(out)
 
 

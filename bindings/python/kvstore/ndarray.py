@@ -5,7 +5,9 @@ at the end of a ``with`` block, or when the last Python reference goes away (CPy
 objects as soon as they become unreachable). A zero-copy numpy view from
 ``asnumpy(copy=False)`` keeps the memory alive on its own, so closing an array whose view is
 still in use releases the handle when the last view is gone instead of leaving the view
-dangling.
+dangling. A library call that was given the array holds it the same way: ``close()`` from
+another thread (or from an updater) while such a call runs takes effect when the call
+returns, never under it.
 """
 import numbers
 from ctypes import byref, c_int, c_int64, c_size_t, c_void_p
@@ -84,9 +86,15 @@ def _is_scalar(x):
 
 
 class _Handle(object):
-    """Owner of one KVArrayHandle. Owned handles are freed exactly once: by ``release`` or
-    when this object is collected. Borrowed handles (updater arguments) are never freed and
-    become invalid when the callback returns."""
+    """Owner of one KVArrayHandle. Owned handles are freed exactly once, when this object is
+    collected (``release`` is called only from there and for borrowed handles). Borrowed
+    handles (updater arguments) are never freed and become invalid when the callback returns.
+
+    Invariant: every library call on an array is passed this object, not the bare pointer
+    (ctypes converts it through ``_as_parameter_``). The call's argument tuple then holds a
+    reference until the call returns, so the handle cannot be freed under a running call,
+    whatever another thread does to the NDArray meanwhile (ctypes releases the GIL for the
+    call, so a check-then-call on the bare pointer would leave that window open)."""
 
     __slots__ = ("ptr", "owned", "why_invalid", "__weakref__")
 
@@ -94,6 +102,10 @@ class _Handle(object):
         self.ptr = ptr
         self.owned = owned
         self.why_invalid = None
+
+    @property
+    def _as_parameter_(self):
+        return self.ptr
 
     def release(self, why, _free=LIB.KVArrayFree):
         ptr, self.ptr = self.ptr, None
@@ -150,7 +162,14 @@ class NDArray(object):
 
     @property
     def handle(self):
-        """The KVArrayHandle; ValueError once the array is closed."""
+        """The KVArrayHandle; ValueError once the array is closed. A caller that passes it
+        to the library itself must keep the array open until the call returns."""
+        return self._ref.ptr
+
+    @property
+    def _ref(self):
+        """The live _Handle, to be passed to a library call (see _Handle); ValueError once
+        the array is closed."""
         h = self._h
         if h is None:
             raise ValueError("operation on a closed NDArray")
@@ -159,7 +178,7 @@ class NDArray(object):
                 raise ValueError("this NDArray was lent to an updater for the duration of the "
                                  "call and is no longer valid; copy it (a.copy()) to keep it")
             raise ValueError("operation on a closed NDArray")
-        return h.ptr
+        return h
 
     @property
     def closed(self):
@@ -167,11 +186,12 @@ class NDArray(object):
 
     def close(self):
         """Releases the library array now (or, when a zero-copy numpy view of it is alive,
-        when the last such view goes away). Further use raises ValueError. Idempotent."""
+        or a library call given it is still running, when the last of those ends). Further
+        use raises ValueError. Idempotent."""
         h, self._h = self._h, None
         if h is not None and h.owned:
-            # Other holders of h are zero-copy views only: dropping our reference frees the
-            # handle now unless a view is still alive.
+            # Other holders of h are zero-copy views and running calls only: dropping our
+            # reference frees the handle now unless one of them is still alive.
             del h
 
     def __enter__(self):
@@ -188,7 +208,7 @@ class NDArray(object):
     # -- metadata ---------------------------------------------------------------------------
     def _query_meta(self):
         if self._meta is None:
-            h = self.handle
+            h = self._ref
             ndim = c_int(0)
             dims = (c_int64 * KV_MAX_NDIM)()
             check_call(LIB.KVArrayGetShape(h, dims, KV_MAX_NDIM, byref(ndim)))
@@ -200,7 +220,7 @@ class NDArray(object):
             self._meta = (shape, _CODE_TO_DTYPE[code.value],
                           Context(dev_type.value, dev_id.value))
         else:
-            self.handle  # raise if closed
+            self._ref  # raise if closed
         return self._meta
 
     @property
@@ -225,13 +245,13 @@ class NDArray(object):
     @property
     def size(self):
         n = c_int64(0)
-        check_call(LIB.KVArrayGetSize(self.handle, byref(n)))
+        check_call(LIB.KVArrayGetSize(self._ref, byref(n)))
         return n.value
 
     @property
     def nbytes(self):
         n = c_size_t(0)
-        check_call(LIB.KVArrayGetNBytes(self.handle, byref(n)))
+        check_call(LIB.KVArrayGetNBytes(self._ref, byref(n)))
         return n.value
 
     def __len__(self):
@@ -252,14 +272,14 @@ class NDArray(object):
         if copy:
             out = numpy.empty(shape, dtype=dtype)
             if out.nbytes:
-                check_call(LIB.KVArrayCopyToHost(self.handle, out.ctypes.data_as(c_void_p),
+                check_call(LIB.KVArrayCopyToHost(self._ref, out.ctypes.data_as(c_void_p),
                                                  out.nbytes))
             return out
         if not self._h.owned:
             raise ValueError("an array lent to an updater has no zero-copy view (it is valid "
                              "only during the call); use asnumpy() for a copy")
         ptr = c_void_p()
-        check_call(LIB.KVArrayGetData(self.handle, byref(ptr)))
+        check_call(LIB.KVArrayGetData(self._ref, byref(ptr)))
         if not ptr.value:
             return numpy.empty(shape, dtype=dtype)
         return numpy.asarray(_HostView(self._h, ptr.value, shape, dtype))
@@ -290,9 +310,9 @@ class NDArray(object):
     def _copy_from(self, value):
         """Writes value (a scalar, an NDArray or anything numpy can broadcast) into self."""
         if isinstance(value, NDArray):
-            check_call(LIB.KVArrayCopy(self.handle, value.handle))
+            check_call(LIB.KVArrayCopy(self._ref, value._ref))
         elif _is_scalar(value):
-            check_call(LIB.KVArrayFill(self.handle, float(value)))
+            check_call(LIB.KVArrayFill(self._ref, float(value)))
         else:
             shape, dtype, _ = self._query_meta()
             src = numpy.asarray(value)
@@ -303,9 +323,9 @@ class NDArray(object):
             except ValueError:
                 raise ValueError("cannot copy an array of shape %r into an NDArray of shape %r"
                                  % (numpy.shape(value), shape)) from None
-            src = numpy.ascontiguousarray(src, dtype=dtype)
+            src = numpy.asarray(src, dtype=dtype, order="C")
             if src.nbytes:
-                check_call(LIB.KVArrayCopyFromHost(self.handle, src.ctypes.data_as(c_void_p),
+                check_call(LIB.KVArrayCopyFromHost(self._ref, src.ctypes.data_as(c_void_p),
                                                    src.nbytes))
         return self
 
@@ -329,7 +349,7 @@ class NDArray(object):
     def copy(self):
         """A new array with the same contents, shape, dtype and context."""
         out = self._empty_like()
-        check_call(LIB.KVArrayCopy(out.handle, self.handle))
+        check_call(LIB.KVArrayCopy(out._ref, self._ref))
         return out
 
     def copyto(self, other):
@@ -337,11 +357,11 @@ class NDArray(object):
         if isinstance(other, NDArray):
             if other is self:
                 return other
-            check_call(LIB.KVArrayCopy(other.handle, self.handle))
+            check_call(LIB.KVArrayCopy(other._ref, self._ref))
             return other
         if isinstance(other, Context):
             out = self._empty_like(ctx=other)
-            check_call(LIB.KVArrayCopy(out.handle, self.handle))
+            check_call(LIB.KVArrayCopy(out._ref, self._ref))
             return out
         raise TypeError("copyto() takes an NDArray or a Context, not %s" % type(other).__name__)
 
@@ -357,7 +377,7 @@ class NDArray(object):
 
     def wait_to_read(self):
         """Blocks until pending asynchronous writes (distributed pulls) have finished."""
-        check_call(LIB.KVArrayWaitToRead(self.handle))
+        check_call(LIB.KVArrayWaitToRead(self._ref))
 
     # -- arithmetic -------------------------------------------------------------------------
     def _operand(self, other):
@@ -383,10 +403,10 @@ class NDArray(object):
                 out = self._empty_like()
             if reverse:
                 tmp = self._empty_like(cls=NDArray)
-                check_call(LIB.KVArrayFill(tmp.handle, float(other)))
-                check_call(LIB.KVArrayBinary(op, tmp.handle, self.handle, out.handle))
+                check_call(LIB.KVArrayFill(tmp._ref, float(other)))
+                check_call(LIB.KVArrayBinary(op, tmp._ref, self._ref, out._ref))
             else:
-                check_call(LIB.KVArrayBinaryScalar(op, self.handle, float(other), out.handle))
+                check_call(LIB.KVArrayBinaryScalar(op, self._ref, float(other), out._ref))
             return out
         arr = self._operand(other)
         if arr is None:
@@ -394,7 +414,7 @@ class NDArray(object):
         if out is None:
             out = self._empty_like()
         a, b = (arr, self) if reverse else (self, arr)
-        check_call(LIB.KVArrayBinary(op, a.handle, b.handle, out.handle))
+        check_call(LIB.KVArrayBinary(op, a._ref, b._ref, out._ref))
         return out
 
     def __add__(self, other):
@@ -467,10 +487,11 @@ def _create(shape, ctx, dtype, cls):
 
 
 def _from_numpy(src, ctx, cls):
-    src = numpy.ascontiguousarray(src)
+    # Not ascontiguousarray: it returns at least one dimension, turning shape () into (1,).
+    src = numpy.asarray(src, order="C")
     out = _create(src.shape, ctx, src.dtype, cls)
     if src.nbytes:
-        check_call(LIB.KVArrayCopyFromHost(out.handle, src.ctypes.data_as(c_void_p), src.nbytes))
+        check_call(LIB.KVArrayCopyFromHost(out._ref, src.ctypes.data_as(c_void_p), src.nbytes))
     return out
 
 
@@ -509,7 +530,7 @@ def ones(shape, ctx=None, dtype=None, **kwargs):
 def full(shape, val, ctx=None, dtype=None):
     """A new array with every element set to val."""
     out = _create(shape, ctx, dtype, NDArray)
-    check_call(LIB.KVArrayFill(out.handle, float(val)))
+    check_call(LIB.KVArrayFill(out._ref, float(val)))
     return out
 
 

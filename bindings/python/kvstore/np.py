@@ -58,7 +58,7 @@ def full(shape, fill_value, dtype=None, order="C", ctx=None):
     """A new array with every element fill_value."""
     _check_order(order)
     out = _create(shape, ctx, dtype, ndarray)
-    check_call(LIB.KVArrayFill(out.handle, float(fill_value)))
+    check_call(LIB.KVArrayFill(out._ref, float(fill_value)))
     return out
 
 

@@ -52,6 +52,17 @@ def test_error_classes_cover_the_table():
     assert issubclass(kvstore.OutOfMemoryError, MemoryError)
 
 
+def test_every_library_error_is_a_runtime_error():
+    """As the reference's MXNetError: `except RuntimeError` catches every library failure."""
+    assert issubclass(kvstore.KVStoreError, RuntimeError)
+    assert all(issubclass(cls, RuntimeError) for cls in kvstore.ERROR_CLASSES.values())
+    with kv.create("local") as s:
+        with pytest.raises(RuntimeError) as info:
+            s.pull(12345, out=nd.zeros(2))
+    assert isinstance(info.value, kvstore.UnknownKeyError)
+    assert isinstance(info.value, LookupError)  # the built-in base stays too
+
+
 def test_error_objects_carry_code_name_message():
     err = kvstore.errors.make_error(-3, "key 5 is not initialised")
     assert isinstance(err, kvstore.UnknownKeyError)

@@ -490,3 +490,17 @@ def test_set_optimizer(store):
     assert "momentun" in info.value.message
     with pytest.raises(TypeError):
         store.set_optimizer(None)
+
+
+def test_strings_with_nul_are_rejected_not_truncated(store):
+    """A C string ends at the first NUL: the library would see "sgd(learning_rate=0.5)" and
+    accept a spec the caller never wrote. Every str the binding hands to C is checked."""
+    store.init(1, nd.ones(SHAPE) * 4)
+    with pytest.raises(ValueError, match="NUL"):
+        store.set_optimizer("sgd(learning_rate=0.5)\0(momentum=0.9)")
+    store.push(1, nd.ones(SHAPE) * 2)  # still the default updater: assign
+    numpy.testing.assert_array_equal(value_of(store, 1), full(2))
+    with pytest.raises(ValueError, match="NUL"):
+        store._send_command_to_servers(0, "body\0tail")
+    with pytest.raises(ValueError, match="NUL"):
+        kv.create("local\0dist_sync")

@@ -21,6 +21,24 @@ def test_creation_and_metadata():
     assert e.size == 0 and e.asnumpy().shape == (0, 3)
 
 
+def test_zero_dim_numpy_arrays_keep_their_shape():
+    for src in (numpy.array(5.0), numpy.array(7, dtype=numpy.int64), numpy.float32(2.5)):
+        a = nd.array(src)
+        assert a.shape == () and a.ndim == 0 and a.size == 1, (src, a.shape)
+        assert a.asnumpy().shape == () and a.asnumpy() == src
+        b = np.array(src)
+        assert b.shape == () and b.asnumpy() == src
+    assert nd.array(numpy.array(5.0)).dtype == numpy.float64
+    z = nd.zeros(())
+    z[:] = numpy.array(3.0)
+    assert z.shape == () and float(z) == 3.0
+    with kvstore.kv.create("local") as s:  # 0-d values through a store
+        s.init(1, numpy.array(1.5, dtype=numpy.float32))
+        out = numpy.zeros((), dtype=numpy.float32)
+        s.pull(1, out=out)
+        assert out.shape == () and out == 1.5
+
+
 def test_bad_creation_arguments():
     with pytest.raises(ValueError, match="negative"):
         nd.zeros((2, -1))
