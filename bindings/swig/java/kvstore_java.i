@@ -626,7 +626,8 @@ int kvjava_broadcast_str(JNIEnv* env, KVStoreHandle store, jobjectArray skeys, j
 }
 
 /* Updaters: the store keeps a global ref to the Java object; its free hook deletes it. A null
- * updater restores the default (assign). */
+ * updater restores the default (assign). A refused registration (a distributed worker refuses
+ * every updater) never runs the free hook: the ref is deleted here instead, exactly once. */
 int kvjava_set_updater(JNIEnv* env, KVStoreHandle store, jobject updater) {
   if (!updater) return KVStoreSetUpdater(store, nullptr, nullptr, nullptr);
   jobject ref = env->NewGlobalRef(updater);
@@ -645,7 +646,8 @@ int kvjava_set_str_updater(JNIEnv* env, KVStoreHandle store, jobject str_updater
 }
 
 /* A direct ByteBuffer over the array's own memory (CPU arrays): no copy. Valid until the array
- * is freed; the Java side sets the byte order (native). */
+ * is freed: NDArray.asByteBuffer() keeps the array alive while the buffer is reachable, and sets
+ * the byte order (native). */
 jobject kvjava_array_data_buffer(JNIEnv* env, KVArrayHandle array) {
   void* data = nullptr;
   size_t nbytes = 0;
