@@ -5,7 +5,7 @@
 # KVSTORE_DIST_ENABLED. Needs libzmq (found through pkg-config) and the cppzmq header
 # (Debian: libzmq3-dev cppzmq-dev pkg-config); without them the stores are left out with a
 # message and KVSTORE_DIST_ENABLED stays OFF. Targets that need ZeroMQ directly (tests,
-# benchmarks) link `kvstore_zmq`.
+# benchmarks) link `kvstore_zmq`; those that compile src/dist/security.cc also `kvstore_sodium`.
 set(KVSTORE_DIST_ENABLED OFF)
 
 # cppzmq's package config hard-fails when libzmq or pkg-config is missing, so check first.
@@ -22,6 +22,18 @@ if(NOT KVSTORE_LIBZMQ_FOUND OR NOT KVSTORE_ZMQ_HPP_DIR)
                  "cppzmq-dev); building without the distributed stores")
   return()
 endif()
+# Job authentication derives the CURVE keys with libsodium (libsodium-dev; Debian's
+# libzmq3-dev depends on it, as libzmq's CURVE is built on it).
+pkg_check_modules(KVSTORE_SODIUM QUIET IMPORTED_TARGET libsodium)
+if(NOT KVSTORE_SODIUM_FOUND)
+  message(STATUS "kvstore: libsodium not found (apt install libsodium-dev); building without "
+                 "the distributed stores")
+  return()
+endif()
+if(NOT TARGET kvstore_sodium)
+  add_library(kvstore_sodium INTERFACE)
+  target_link_libraries(kvstore_sodium INTERFACE PkgConfig::KVSTORE_SODIUM)
+endif()
 find_package(cppzmq QUIET)
 if(NOT TARGET kvstore_zmq)
   add_library(kvstore_zmq INTERFACE)
@@ -35,6 +47,6 @@ endif()
 
 file(GLOB KVSTORE_DIST_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_LIST_DIR}/../src/dist/*.cc)
 target_sources(kvstore PRIVATE ${KVSTORE_DIST_SOURCES})
-target_link_libraries(kvstore PRIVATE $<BUILD_INTERFACE:kvstore_zmq>)
+target_link_libraries(kvstore PRIVATE $<BUILD_INTERFACE:kvstore_zmq> $<BUILD_INTERFACE:kvstore_sodium>)
 set(KVSTORE_DIST_ENABLED ON)
 message(STATUS "kvstore: distributed stores enabled (libzmq ${KVSTORE_LIBZMQ_VERSION})")

@@ -19,6 +19,7 @@
 #include <string_view>
 
 #include "core/dtype.h"
+#include "dist/security.h"
 
 namespace kvstore {
 namespace dist {
@@ -192,6 +193,37 @@ void Log(const char* fmt, ...) {
   std::fflush(stderr);
 }
 
+RateLimitedLog::~RateLimitedLog() {
+  if (unreported_ > 0) {
+    Log("%llu more %s (%llu in all), the last: %s", static_cast<unsigned long long>(unreported_),
+        what_, static_cast<unsigned long long>(total_), latest_.c_str());
+  }
+}
+
+void RateLimitedLog::Event(const char* fmt, ...) {
+  char buf[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(buf, sizeof(buf), fmt, ap);
+  va_end(ap);
+  std::lock_guard<std::mutex> lock(mu_);
+  ++total_;
+  const double now = NowSec();
+  if (total_ <= kFirst) {
+    last_line_ = now;
+    Log("%s%s", buf, total_ == kFirst ? " (further ones are counted, not logged)" : "");
+    return;
+  }
+  ++unreported_;
+  latest_ = buf;
+  if (now - last_line_ < kPeriodSec) return;
+  Log("%llu more %s in the last %.0f s (%llu in all), the last: %s",
+      static_cast<unsigned long long>(unreported_), what_, now - last_line_,
+      static_cast<unsigned long long>(total_), buf);
+  unreported_ = 0;
+  last_line_ = now;
+}
+
 double DeadlineAfter(double sec) {
   if (sec <= 0) return std::numeric_limits<double>::infinity();
   return NowSec() + sec;
@@ -290,13 +322,27 @@ std::string ValidateHeader(const WireHeader& h, size_t frames_after_header,
   return "";
 }
 
+namespace {
+// Destroyed at exit, after its last event (the nodes' threads have stopped by then).
+RateLimitedLog g_dropped("dropped messages");
+}  // namespace
+
+void LogDropped(const char* fmt, ...) {
+  char buf[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(buf, sizeof(buf), fmt, ap);
+  va_end(ap);
+  g_dropped.Event("%s", buf);
+}
+
 bool RecvValidMessage(zmq::socket_t& sock, bool router, const char* peer, Message* out) {
   for (int dropped = 0; dropped < 64; ++dropped) {
     bool ok = false;
     std::string why;
     if (!RecvMessage(sock, router, out, &ok, &why)) return false;
     if (ok) return true;
-    Log("dropped a malformed message from %s: %s", peer, why.c_str());
+    LogDropped("dropped a malformed message from %s: %s", peer, why.c_str());
   }
   return false;
 }
@@ -396,10 +442,29 @@ bool SendMessage(zmq::socket_t& sock, const std::string* routing_id, WireHeader 
   return true;
 }
 
-void ConfigureSocket(zmq::socket_t& sock) {
+// CurveZMQ's MESSAGE command adds a fixed overhead to every frame on the wire (command name,
+// nonce, flags, MAC: 33 bytes); ZMQ_MAXMSGSIZE bounds the wire frame.
+constexpr int64_t kCurveFrameOverhead = 64;
+
+void ConfigureSocket(zmq::socket_t& sock, Link link) {
   sock.set(zmq::sockopt::sndhwm, 0);
   sock.set(zmq::sockopt::rcvhwm, 0);
   sock.set(zmq::sockopt::linger, 2000);
+  const bool sched = link == Link::kSchedulerListen || link == Link::kToScheduler;
+  const int64_t bound = sched ? int64_t{kMaxStringFrame} : MaxMessageBytes();
+  sock.set(zmq::sockopt::maxmsgsize, bound + kCurveFrameOverhead);
+  std::shared_ptr<const JobKeys> keys = ProcessJobKeys();
+  if (!keys) return;
+  const bool listen = link == Link::kSchedulerListen || link == Link::kServerListen;
+  if (listen) {
+    sock.set(zmq::sockopt::curve_server, true);
+    sock.set(zmq::sockopt::curve_secretkey, zmq::const_buffer(keys->listen_secret, 32));
+    sock.set(zmq::sockopt::zap_domain, "kvstore");
+  } else {
+    sock.set(zmq::sockopt::curve_serverkey, zmq::const_buffer(keys->listen_public, 32));
+    sock.set(zmq::sockopt::curve_publickey, zmq::const_buffer(keys->member_public, 32));
+    sock.set(zmq::sockopt::curve_secretkey, zmq::const_buffer(keys->member_secret, 32));
+  }
 }
 
 std::string FormatPorts(const std::vector<int>& ports) {
@@ -483,6 +548,19 @@ std::vector<PartPlan> PlanParts(bool str_key, int64_t int_key, const std::string
     parts.push_back({i, b, e - b});
   }
   return parts;
+}
+
+void CheckPartsFit(const std::vector<PartPlan>& parts, size_t esize, const std::string& key) {
+  const int64_t bound = MaxMessageBytes();
+  for (const PartPlan& p : parts) {
+    const uint64_t bytes = static_cast<uint64_t>(p.count) * esize;
+    KV_CHECK(bytes <= static_cast<uint64_t>(bound), KV_ERR_INVALID_ARGUMENT,
+             "key %s: its part on server %d is %llu bytes, more than the %lld bytes a node "
+             "accepts in one message (KVSTORE_MAX_MESSAGE_BYTES; set it on every node of the "
+             "job, or add servers to split large keys further)",
+             key.c_str(), p.server, static_cast<unsigned long long>(bytes),
+             static_cast<long long>(bound));
+  }
 }
 
 std::string NodeName(Role role, int rank) {

@@ -14,7 +14,11 @@
 //     [payload]      present iff header.payload_len > 0: raw array bytes (zero-copy)
 // The receiver validates the header (magic, version, type, frame count, every length and
 // the element arithmetic) before it reads any other frame; a message that fails is dropped
-// with one log line. Nothing a peer sends can make a node abort.
+// and logged (rate-limited: RateLimitedLog). Nothing a peer sends can make a node abort.
+//
+// Security. With a job secret every socket runs ZeroMQ's CURVE mechanism and only job
+// members get past the handshake (security.h); every socket bounds the frames it accepts
+// (Link), so that no peer can make a node buffer more than the job's largest value part.
 #pragma once
 
 #include <zmq.hpp>
@@ -23,6 +27,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -75,6 +80,26 @@ struct Config {
 
 void SetLogPrefix(const std::string& prefix);
 void Log(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+
+// A log of one kind of event that a peer can repeat at will (dropped messages, refused
+// connections): the first kFirst events are logged in full; later ones are counted, and one
+// line per kPeriodSec (written at the next event) and one at exit give the count since the
+// last line, with the latest event's text. Thread-safe.
+class RateLimitedLog {
+ public:
+  static constexpr uint64_t kFirst = 5;
+  static constexpr double kPeriodSec = 10;
+  explicit RateLimitedLog(const char* what) : what_(what) {}
+  ~RateLimitedLog();  // the unreported count, if any
+  void Event(const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+
+ private:
+  const char* what_;  // "dropped messages"
+  std::mutex mu_;
+  uint64_t total_ = 0, unreported_ = 0;
+  double last_line_ = 0;
+  std::string latest_;
+};
 
 // ---------------------------------------------------------------------------------------
 // Time
@@ -167,8 +192,12 @@ struct Message {
 // failed validation (it has been consumed and logged as `*why`).
 bool RecvMessage(zmq::socket_t& sock, bool router, Message* out, bool* ok, std::string* why);
 
+// Logs a message that a node dropped (malformed, unexpected, from an unknown sender), at
+// most RateLimitedLog's rate: a flood of bad messages writes a few lines, not one per message.
+void LogDropped(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+
 // Receives the next valid message from `sock` (non-blocking; the caller polled). Malformed
-// messages are consumed and logged as coming from `peer` ("the scheduler", "server 1", ...).
+// messages are consumed and logged (LogDropped) as coming from `peer` ("the scheduler", ...).
 // Returns false when no valid message is pending, also after 64 malformed ones in one call,
 // so that a flood of garbage cannot keep the caller from its heartbeats and deadlines.
 bool RecvValidMessage(zmq::socket_t& sock, bool router, const char* peer, Message* out);
@@ -213,8 +242,22 @@ struct OutPayload {
 bool SendMessage(zmq::socket_t& sock, const std::string* routing_id, WireHeader h,
                  const std::string& str, const OutPayload& payload);
 
-// Socket setup shared by every node: unlimited HWM, bounded linger.
-void ConfigureSocket(zmq::socket_t& sock);
+// The four kinds of socket of a job. Listening sockets are CURVE servers, connecting ones
+// CURVE clients (when the job has a secret). Links to and from the scheduler carry no values:
+// their frames are bounded by kMaxStringFrame; links between workers and servers by
+// MaxMessageBytes() (plus CURVE's per-frame overhead), so every worker must refuse to init
+// a key whose part exceeds it (CheckPartsFit).
+enum class Link {
+  kSchedulerListen,  // the scheduler's ROUTER
+  kServerListen,     // a server's ROUTER
+  kToScheduler,      // a server's or worker's DEALER to the scheduler
+  kToServer,         // a worker's DEALER to a server
+};
+
+// Socket setup shared by every node, before bind/connect: unlimited HWM, bounded linger, the
+// link's frame bound, and its CURVE role and keys (ProcessJobKeys()). Throws what
+// ProcessJobKeys / MaxMessageBytes throw.
+void ConfigureSocket(zmq::socket_t& sock, Link link);
 
 // ---------------------------------------------------------------------------------------
 // Node table and key placement
@@ -255,6 +298,10 @@ struct PartPlan {
 };
 std::vector<PartPlan> PlanParts(bool str_key, int64_t int_key, const std::string& str_key_name,
                                 int64_t total, int num_servers, int64_t bound);
+
+// Throws INVALID_ARGUMENT naming `key` when one of its parts (elements of `esize` bytes)
+// exceeds MaxMessageBytes(): its server would refuse the message that carries it.
+void CheckPartsFit(const std::vector<PartPlan>& parts, size_t esize, const std::string& key);
 
 // Node names for messages: "worker 2", "server 0", "scheduler".
 std::string NodeName(Role role, int rank);

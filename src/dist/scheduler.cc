@@ -27,6 +27,7 @@
 #include <set>
 
 #include "dist/dist.h"
+#include "dist/security.h"
 
 namespace kvstore {
 namespace dist {
@@ -184,6 +185,7 @@ class Scheduler {
   Config cfg_;
   zmq::context_t ctx_;
   zmq::socket_t sock_;
+  AuthGuard guard_{ctx_, sock_, "scheduler"};  // before sock_ binds; closed first
   std::vector<Node> nodes_;
   std::map<std::string, int> by_rid_;
   std::map<int, PendingBarrier> barriers_;  // by group mask
@@ -193,7 +195,7 @@ class Scheduler {
 };
 
 void Scheduler::Run() {
-  ConfigureSocket(sock_);
+  ConfigureSocket(sock_, Link::kSchedulerListen);
   sock_.set(zmq::sockopt::router_mandatory, 0);
   const std::string ep = BindScheduler(cfg_, sock_);
   if (cfg_.verbose >= 1) Log("listening on %s for %d workers and %d servers", ep.c_str(),
@@ -273,7 +275,7 @@ bool Scheduler::Rendezvous() {
         Send(n, h,
              StrFormat("the job already has %d %ss (or the registration is malformed)", want,
                        RoleName(n.role)));
-        Log("rejected a %s registration from %s: job full or malformed", RoleName(n.role),
+        LogDropped("rejected a %s registration from %s: job full or malformed", RoleName(n.role),
             m.str.c_str());
         continue;
       }
@@ -345,7 +347,7 @@ void Scheduler::Handle(Message& m) {
                      "hold one dist store)",
                      cfg_.num_workers, cfg_.num_servers));
     }
-    Log("dropped %s from an unregistered peer", MsgTypeName(m.h.type));
+    LogDropped("dropped %s from an unregistered peer", MsgTypeName(m.h.type));
     return;
   }
   Node& n = nodes_[static_cast<size_t>(i)];
@@ -403,7 +405,7 @@ void Scheduler::Handle(Message& m) {
     case MsgType::kRegister:
       break;  // a late duplicate
     default:
-      Log("dropped unexpected %s from %s", MsgTypeName(m.h.type), NodeName(n.role, n.rank).c_str());
+      LogDropped("dropped unexpected %s from %s", MsgTypeName(m.h.type), NodeName(n.role, n.rank).c_str());
   }
 }
 

@@ -34,6 +34,7 @@
 #include "comm/comm.h"
 #include "core/dtype.h"
 #include "dist/dist.h"
+#include "dist/security.h"
 #include "optimizer/optimizer.h"
 
 namespace kvstore {
@@ -95,6 +96,7 @@ class Server {
   zmq::context_t ctx_;
   zmq::socket_t sock_;
   zmq::socket_t sched_;
+  AuthGuard guard_{ctx_, sock_, "server"};  // before sock_ binds; closed first
   int rank_ = -1;
   int num_workers_ = 0;
   int mode_ = -1;  // -1 unknown, 0 async, 1 sync (fixed by the first data message)
@@ -108,8 +110,8 @@ class Server {
 };
 
 void Server::Run() {
-  ConfigureSocket(sock_);
-  ConfigureSocket(sched_);
+  ConfigureSocket(sock_, Link::kServerListen);
+  ConfigureSocket(sched_, Link::kToScheduler);
   sock_.set(zmq::sockopt::router_mandatory, 0);
   // One listening port per I/O thread, bound with that thread's affinity (see NodeInfo);
   // the first is PORT when set, the others are chosen by the system.
@@ -213,7 +215,7 @@ void Server::HandleScheduler(Message& m) {
       break;
     }
     default:
-      Log("dropped unexpected %s from the scheduler", MsgTypeName(m.h.type));
+      LogDropped("dropped unexpected %s from the scheduler", MsgTypeName(m.h.type));
   }
 }
 
@@ -258,7 +260,7 @@ void Server::HandleWorker(Message& m) {
   const auto type = static_cast<MsgType>(m.h.type);
   if (m.h.sender_role != static_cast<int32_t>(Role::kWorker) || m.h.sender_rank < 0 ||
       m.h.sender_rank >= num_workers_) {
-    Log("dropped %s from a sender that is not a worker of this job (role %d rank %d)",
+    LogDropped("dropped %s from a sender that is not a worker of this job (role %d rank %d)",
         MsgTypeName(m.h.type), m.h.sender_role, m.h.sender_rank);
     return;
   }
@@ -308,7 +310,7 @@ void Server::HandleWorker(Message& m) {
     case MsgType::kPushPull:
       break;
     default:
-      Log("dropped unexpected %s from worker %d", MsgTypeName(m.h.type), rank);
+      LogDropped("dropped unexpected %s from worker %d", MsgTypeName(m.h.type), rank);
       return;
   }
   const int mode = (m.h.flags & kFlagSync) ? 1 : 0;

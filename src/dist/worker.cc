@@ -297,7 +297,7 @@ WorkerStore::WorkerStore(const std::string& type, const Config& cfg)
     : Store(type), cfg_(cfg), sync_(type.find("_async") == std::string::npos),
       ctx_(cfg.IoThreads()), sched_(ctx_, zmq::socket_type::dealer) {
   comm_ = type.find("device") != std::string::npos ? CreateDeviceComm() : CreateCpuComm();
-  ConfigureSocket(sched_);
+  ConfigureSocket(sched_, Link::kToScheduler);
   JoinResult j = JoinJob(sched_, cfg_, {});
   rank_ = j.rank;
   num_workers_ = j.num_workers;
@@ -309,7 +309,7 @@ WorkerStore::WorkerStore(const std::string& type, const Config& cfg)
     servers_.emplace_back(ctx_, zmq::socket_type::dealer);
     server_names_.push_back("server " + std::to_string(servers_.size() - 1));
     zmq::socket_t& sk = servers_.back();
-    ConfigureSocket(sk);
+    ConfigureSocket(sk, Link::kToServer);
     // Server s is served by I/O thread s mod IoThreads (ZeroMQ would otherwise put the
     // connections, made back to back, on whichever thread looked least loaded at the time);
     // on the server, this worker uses the port of the server's I/O thread for its rank.
@@ -441,6 +441,10 @@ void WorkerStore::Init(const KeyList& keys, const Array* const* vals) {
       KV_CHECK(keys_.count(id) == 0, KV_ERR_DUPLICATE_KEY, "key %s is already initialised",
                keys.Name(i).c_str());
       KV_CHECK(vals[i]->ctx().is_cpu() || vals[i]->ctx().is_gpu(), KV_ERR_DEVICE, "bad context");
+      CheckPartsFit(PlanParts(keys.kind == KeyKind::kStr, keys.kind == KeyKind::kStr ? 0 : keys.ints[i],
+                              keys.kind == KeyKind::kStr ? keys.strs[i] : std::string(),
+                              vals[i]->size(), num_servers_, cfg_.bigarray_bound),
+                    DTypeSize(vals[i]->dtype()), keys.Name(i));
       ids.push_back(id);
     }
     if (keys.size > 0) kind_ = keys.kind;
@@ -1079,7 +1083,7 @@ void WorkerStore::HandleScheduler(Message& m) {
     case MsgType::kQueryDeadReply: {
       auto it = outstanding_.find(m.h.req_id);
       if (it == outstanding_.end() || it->second.dest != -1) {
-        Log("dropped %s for unknown request %" PRIu64, MsgTypeName(m.h.type), m.h.req_id);
+        LogDropped("dropped %s for unknown request %" PRIu64, MsgTypeName(m.h.type), m.h.req_id);
         return;
       }
       Outstanding o = std::move(it->second);
@@ -1090,18 +1094,18 @@ void WorkerStore::HandleScheduler(Message& m) {
       return;
     }
     default:
-      Log("dropped unexpected %s from the scheduler", MsgTypeName(m.h.type));
+      LogDropped("dropped unexpected %s from the scheduler", MsgTypeName(m.h.type));
   }
 }
 
 void WorkerStore::HandleReply(int server, Message& m) {
   if (m.h.type != static_cast<uint16_t>(MsgType::kReply)) {
-    Log("dropped unexpected %s from server %d", MsgTypeName(m.h.type), server);
+    LogDropped("dropped unexpected %s from server %d", MsgTypeName(m.h.type), server);
     return;
   }
   auto it = outstanding_.find(m.h.req_id);
   if (it == outstanding_.end() || it->second.dest != server) {
-    Log("dropped a reply from server %d for unknown request %" PRIu64, server, m.h.req_id);
+    LogDropped("dropped a reply from server %d for unknown request %" PRIu64, server, m.h.req_id);
     return;
   }
   Outstanding o = std::move(it->second);
