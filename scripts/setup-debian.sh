@@ -9,7 +9,7 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends \
   build-essential cmake pkg-config git ca-certificates \
-  libzmq3-dev cppzmq-dev \
+  libzmq3-dev cppzmq-dev libsodium-dev \
   swig openjdk-17-jdk-headless scala clojure \
   perl pdl \
   python3 python3-dev python3-numpy python3-pytest python3-setuptools python3-pip python3-sklearn \
