@@ -4,14 +4,18 @@ Run by kvstore-launch for the workers (servers run kvstore-server). Each worker 
 ones*(rank+1) to string keys (small and sharded with the bound at 1000 elements, fp32 and
 fp16); after round i with the `test` optimizer (rescale_grad=2) every worker must pull
 exactly 1 + n(n+1)/2*2*(i+1).
+Before that, a worker refuses Python updaters (they run on the servers): set_updater raises
+NotSupportedError, the library never calls the free hook of the refused registration, and
+the binding releases it exactly once (nothing left registered, the callable collectable).
 Prints "PASS python rank R".
 """
 import sys
+import weakref
 
 import numpy as np
 
 import kvstore
-from kvstore import kv, nd
+from kvstore import _callback, kv, nd
 
 assert kvstore.has_feature("dist"), "libkvstore was built without the distributed stores"
 assert kv.is_worker_node()
@@ -20,6 +24,30 @@ store = kv.create("dist_sync")
 rank, n = store.rank, store.num_workers
 assert store.type == "dist_sync", store.type
 assert 0 <= rank < n
+
+hooks, live = _callback.free_hook_calls(), _callback.live_registrations()
+
+
+def updater(key, recv, stored):
+    stored += recv
+
+
+updater_ref = weakref.ref(updater)
+for setter in (store.set_updater, store._set_str_updater):
+    try:
+        setter(updater)
+        sys.exit("FAIL rank %d: %s on a dist worker succeeded" % (rank, setter.__name__))
+    except kvstore.NotSupportedError as e:
+        assert "updater" in str(e), str(e)
+if _callback.free_hook_calls() != hooks:
+    sys.exit("FAIL rank %d: the library called the free hook of a refused updater %d time(s)"
+             % (rank, _callback.free_hook_calls() - hooks))
+if _callback.live_registrations() != live:
+    sys.exit("FAIL rank %d: %d refused registration(s) left registered"
+             % (rank, _callback.live_registrations() - live))
+del updater
+if updater_ref() is not None:
+    sys.exit("FAIL rank %d: the refused updater is still referenced" % rank)
 
 keys = ["embed.weight", "fc.bias", "fc.weight.fp16"]
 shapes = [(40, 50), (9,), (1200,)]
