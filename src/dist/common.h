@@ -65,6 +65,7 @@ struct Config {
   double heartbeat_interval_sec = 1; // KVSTORE_HEARTBEAT_INTERVAL_SEC / PS_HEARTBEAT_INTERVAL
   double heartbeat_timeout_sec = 10; // KVSTORE_HEARTBEAT_TIMEOUT_SEC / PS_HEARTBEAT_TIMEOUT
   int io_threads = 0;                // KVSTORE_IO_THREADS; 0 = IoThreads() decides
+  std::string scheduler_bind;        // KVSTORE_SCHEDULER_BIND; "" = DMLC_PS_ROOT_URI
 
   static Config Load();
   std::string SchedulerEndpoint() const;

@@ -21,7 +21,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <set>
@@ -80,9 +79,9 @@ std::string ResolveToLocalAddress(const std::string& name) {
 // Anything else is a NETWORK error naming the address, the port and the variables.
 std::string BindScheduler(const Config& cfg, zmq::socket_t& sock) {
   const std::string port = std::to_string(cfg.root_port);
-  const char* opt = std::getenv("KVSTORE_SCHEDULER_BIND");
-  if (opt != nullptr && *opt != '\0') {
-    const std::string ep = "tcp://" + std::string(opt) + ":" + port;
+  if (!cfg.scheduler_bind.empty()) {
+    const char* opt = cfg.scheduler_bind.c_str();
+    const std::string ep = "tcp://" + cfg.scheduler_bind + ":" + port;
     try {
       sock.bind(ep);
     } catch (const zmq::error_t& e) {
