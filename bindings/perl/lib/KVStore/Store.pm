@@ -47,12 +47,19 @@ sub _handle {
 }
 
 # Frees the store now (DESTROY does it otherwise). Returns the library's status check.
+#
+# Closing while a call on the store runs (from inside the store's own updater or server
+# controller) dies with KVStore::Error::Busy, and the store stays open and usable: the library
+# frees nothing then. No other thread can close it meanwhile: stores are not cloned into
+# other Perl threads (CLONE_SKIP), so every call that could be running on this store is the
+# one this thread is inside of, already counted by the library.
 sub close {
   my ($self) = @_;
   my $h = delete $self->{handle};
   return unless defined $h;
   my $rc = KVStore::Raw::KVStoreFree($h);
   my $message = $rc ? KVStore::Raw::KVGetLastError() : undef;
+  $self->{handle} = $h if $rc == $KVStore::Raw::KV_ERR_BUSY;
   KVStore::Raw::kvperl_drain_releases();
   KVStore::Error->throw($rc, $message) if $rc;
   return;
