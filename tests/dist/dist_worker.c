@@ -44,6 +44,15 @@
  *                   training; every worker must fail within KVSTORE_TIMEOUT_SEC with
  *                   PEER_DEAD naming the scheduler, and KVStoreFree must return at once
  *                   (prints SURVIVOR_OK); the servers' RunServer fails naming it too.
+ *   faults          the fault-injection workload (tests/faults/run_faults.py kills one node
+ *                   with SIGKILL at a random time): rounds of push + pull of one key per
+ *                   server, each pulled value checked against the exact round sum (a pull
+ *                   that succeeds without this worker's own push is a STALE line and exit 1);
+ *                   the first failure is printed as FAULT_DETECTED with the wall-clock time,
+ *                   and 30 more rounds follow it (their successful pulls are checked too),
+ *                   then KVStoreFree's result is printed as FREE. Every role writes its pid to
+ *                   $KVSTORE_FAULT_DIR/<role>[-<id>].pid; rank 0 creates "training" there
+ *                   once the keys are initialised.
  *   priority        with the pull window full (two 32 MiB pulls), a later high-priority
  *                   pull leaves before the earlier low-priority ones (observed in the
  *                   worker's PS_VERBOSE=2 send log, captured from its own stderr).
@@ -728,6 +737,103 @@ static int KilledScheduler(KVStoreHandle kv) {
   return 0;
 }
 
+static double WallClock(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* $KVSTORE_FAULT_DIR/<name>, or "" when the variable is unset. */
+static void FaultPath(char* path, size_t n, const char* name) {
+  const char* dir = getenv("KVSTORE_FAULT_DIR");
+  snprintf(path, n, "%s/%s", dir ? dir : "", name);
+  if (!dir) path[0] = 0;
+}
+
+static void WritePidFile(void) {
+  const char* role = getenv("DMLC_ROLE");
+  const char* id = role && strcmp(role, "server") == 0 ? getenv("DMLC_SERVER_ID") : getenv("DMLC_WORKER_ID");
+  char name[64], path[512];
+  if (role && strcmp(role, "scheduler") == 0) snprintf(name, sizeof name, "scheduler.pid");
+  else snprintf(name, sizeof name, "%s-%s.pid", role ? role : "worker", id ? id : "0");
+  FaultPath(path, sizeof path, name);
+  if (!path[0]) return;
+  FILE* f = fopen(path, "w");
+  if (f) {
+    fprintf(f, "%d\n", (int)getpid());
+    fclose(f);
+  }
+}
+
+static int Faults(KVStoreHandle kv) {
+  int n = 0;
+  OK(KVStoreGetGroupSize(kv, &n));
+  const int64_t len = 64;
+  const int keys[2] = {4, 5}; /* one key per server with two servers */
+  KVArrayHandle v[2] = {NewArray(len, KV_FLOAT32), NewArray(len, KV_FLOAT32)};
+  KVArrayHandle o[2] = {NewArray(len, KV_FLOAT32), NewArray(len, KV_FLOAT32)};
+  OK(KVStoreInit(kv, 2, keys, v));
+  OK(KVStoreBarrier(kv));
+  if (g_rank == 0) {
+    char path[512];
+    FaultPath(path, sizeof path, "training");
+    FILE* f = path[0] ? fopen(path, "w") : NULL;
+    if (f) fclose(f);
+  }
+  /* Rounds go on for a while after the first failure: every pull that succeeds, before or
+   * after it, must hold the exact sum of the round, this worker's own push included. */
+  float got[64];
+  int rc = 0, first_rc = 0;
+  char first_msg[1024] = "";
+  double first_t = 0;
+  long round = 0, first_round = -1, after = 0;
+  for (; round < 1000000 && after < 30; ++round) {
+    FillValue(v[0], (g_rank + 1.0) * (round + 1));
+    FillValue(v[1], (g_rank + 1.0) * (round + 1));
+    rc = KVStorePush(kv, 2, keys, v, 0);
+    if (rc == 0) rc = KVStorePull(kv, 2, keys, o, 0);
+    for (int k = 0; k < 2 && rc == 0; ++k) {
+      rc = KVArrayCopyToHost(o[k], got, sizeof got);
+      if (rc != 0) break;
+      const double want = n * (n + 1) / 2.0 * (round + 1);
+      for (int64_t i = 0; i < len; ++i) {
+        if (got[i] != want) {
+          printf("STALE rank %d round %ld key %d element %lld: %g, want %g (first failure: round %ld)\n",
+                 g_rank, round, keys[k], (long long)i, got[i], want, first_round);
+          fflush(stdout);
+          exit(1);
+        }
+      }
+    }
+    if (rc != 0 && first_rc == 0) {
+      first_rc = rc;
+      first_t = WallClock();
+      first_round = round;
+      snprintf(first_msg, sizeof first_msg, "%s", KVGetLastError());
+    }
+    if (first_rc != 0) ++after;
+  }
+  rc = first_rc;
+  if (rc == 0) {
+    rc = KVStoreWaitAll(kv);
+    first_t = WallClock();
+    snprintf(first_msg, sizeof first_msg, "%s", KVGetLastError());
+  }
+  printf("FAULT_DETECTED rank %d t=%.3f round %ld rc=%s msg=%s\n", g_rank, first_t, first_round,
+         KVErrorName(rc), rc == 0 ? "" : first_msg);
+  fflush(stdout);
+  const double t0 = Now();
+  rc = KVStoreFree(kv);
+  printf("FREE rank %d after %.2f s rc=%s msg=%s\n", g_rank, Now() - t0, KVErrorName(rc),
+         rc == 0 ? "" : KVGetLastError());
+  fflush(stdout);
+  for (int k = 0; k < 2; ++k) {
+    KVArrayFree(v[k]);
+    KVArrayFree(o[k]);
+  }
+  return 0;
+}
+
 /* Position of the first line of `log` containing `needle`, or -1. */
 static long FindLine(const char* log, const char* needle) {
   const char* at = strstr(log, needle);
@@ -796,13 +902,14 @@ static int Controller(int head, const char* body, void* user_data) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: %s sync|async|assign|async_assign|crossed|determinism|api|killed|killed_server|killed_scheduler|zerocopy|priority ...\n", argv[0]);
+    fprintf(stderr, "usage: %s sync|async|assign|async_assign|crossed|determinism|api|killed|killed_server|killed_scheduler|faults|zerocopy|priority ...\n", argv[0]);
     return 2;
   }
   const char* scenario = argv[1];
   const char* type = strncmp(scenario, "async", 5) == 0 ? "dist_async" : "dist_sync";
   if (getenv("TEST_KV_TYPE")) type = getenv("TEST_KV_TYPE");
   KVStoreHandle kv = NULL;
+  if (strcmp(scenario, "faults") == 0) WritePidFile();
   if (!KVIsWorkerNode()) {
     if (strcmp(scenario, "killed_scheduler") == 0 && KVIsSchedulerNode()) {
       pthread_t watch;
@@ -837,6 +944,9 @@ int main(int argc, char** argv) {
     rc = Killed(kv);
   } else if (strcmp(scenario, "killed_server") == 0) {
     rc = KilledServer(kv);
+  } else if (strcmp(scenario, "faults") == 0) {
+    rc = Faults(kv);
+    return rc; /* Faults freed the store */
   } else if (strcmp(scenario, "killed_scheduler") == 0) {
     rc = KilledScheduler(kv);
     printf("PASS %s rank %d\n", scenario, g_rank);
