@@ -339,6 +339,49 @@ object ScalaConformance {
       check("updater collectable after the store was disposed", weak.get == null)
     }
 
+    // Issue 10: closing a store or an array while a call on it runs throws KVBusyException
+    // (KV_ERR_BUSY) and frees nothing; both stay usable.
+    scenario("dispose during a call is refused (BUSY)") {
+      val kv = KVStore.create("local")
+      val v = filled(1)
+      val out = NDArray.zeros(s23)
+      kv.init(3, filled(2))
+      val entered = new java.util.concurrent.CountDownLatch(1)
+      val proceed = new java.util.concurrent.CountDownLatch(1)
+      kv.setUpdater(MXKVStoreUpdater { (_, input, stored) =>
+        entered.countDown()
+        proceed.await()
+        stored += input
+      })
+      @volatile var pushError: Throwable = null
+      val pusher = new Thread(new Runnable {
+        override def run(): Unit = try kv.pushPull(3, v, out) catch { case t: Throwable => pushError = t }
+      })
+      pusher.start()
+      entered.await()
+      val busy = expectThrows[KVBusyException]("dispose() of the store while another thread's push runs")(kv.dispose())
+      checkMessage("store busy", busy, "in use", "stays usable")
+      expectThrows[KVBusyException]("dispose() of the pushed array meanwhile")(v.dispose())
+      expectThrows[KVBusyException]("dispose() of the pushpull output meanwhile")(out.dispose())
+      checkEq("the store answers other calls meanwhile", "local", kv.`type`)
+      proceed.countDown()
+      pusher.join(10000)
+      check(s"the push finished and succeeded ($pushError)", !pusher.isAlive && pushError == null)
+      checkAll("with the pushed value merged", 3f, out)
+      check("the arrays stayed usable", !v.isDisposed && !out.isDisposed)
+
+      kv.setUpdater(MXKVStoreUpdater((_, _, _) => kv.dispose()))
+      expectThrows[KVBusyException]("dispose() from inside the store's own updater")(kv.push(3, v))
+      kv.setUpdater(null)
+      kv.push(3, v)
+      kv.pull(3, out = out)
+      checkAll("the store is usable after the refused disposes", 1f, out)
+      kv.dispose()
+      v.dispose()
+      out.dispose()
+      check("disposed once no call runs", v.isDisposed && out.isDisposed)
+    }
+
     println(s"$passed passed, $failed failed")
     sys.exit(if (failed == 0) 0 else 1)
   }

@@ -14,9 +14,11 @@
   ([name] (with-errors (KVStore/create ^String name))))
 
 (defn dispose
-  "Releases the store now (its updater is released too)."
+  "Releases the store now (its updater is released too). While a call on the store runs (on
+  another thread, or the push whose updater calls dispose) it raises ex-info with :name
+  \"KV_ERR_BUSY\" instead, frees nothing, and the store stays usable."
   [^KVStore kv]
-  (.close kv))
+  (with-errors (.close kv)))
 
 (defn- key-list [ks]
   (if (sequential? ks) (vec ks) [ks]))

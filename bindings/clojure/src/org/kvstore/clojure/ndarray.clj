@@ -108,9 +108,10 @@
     (if (instance? Context dst) (.copyTo a ^Context dst) (.copyTo a ^NDArray dst))))
 
 (defn dispose
-  "Frees the array now."
+  "Frees the array now. While a call that was given the array runs on another thread (a push
+  of it, say) it raises ex-info with :name \"KV_ERR_BUSY\" instead and frees nothing."
   [^NDArray a]
-  (.close a))
+  (with-errors (.close a)))
 
 (defmacro ^:private defop [name doc array-method scalar-method]
   `(defn ~name ~doc

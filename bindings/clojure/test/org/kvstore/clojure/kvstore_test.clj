@@ -249,3 +249,39 @@
     (kvstore/dispose kv)
     (loop [i 0] (when (and (alive? weak) (< i 50)) (settle) (recur (inc i))))
     (is (not (alive? weak)) "after dispose the free hook released the updater")))
+
+(deftest dispose-during-a-call
+  ;; Issue 10: disposing a store or an array while a call on it runs raises KV_ERR_BUSY and
+  ;; frees nothing; both stay usable.
+  (let [kv (kvstore/init (kvstore/create) 3 (filled 2))
+        v (filled 1)
+        out (ndarray/zeros shape)
+        entered (java.util.concurrent.CountDownLatch. 1)
+        proceed (java.util.concurrent.CountDownLatch. 1)
+        busy? (fn [e] (= "KV_ERR_BUSY" (:name (ex-data e))))]
+    (kvstore/set-updater kv (fn [_ recv stored]
+                              (.countDown entered)
+                              (.await proceed)
+                              (ndarray/add! stored recv)))
+    (let [pusher (future (kvstore/push-pull kv 3 v out))]
+      (.await entered)
+      (let [e (caught #(kvstore/dispose kv))]
+        (is (busy? e) "dispose of the store while another thread's push runs its updater")
+        (is (= -19 (:code (ex-data e))))
+        (is (str/includes? (str (ex-message e)) "stays usable") (ex-message e)))
+      (is (busy? (caught #(ndarray/dispose v))) "dispose of the pushed array meanwhile")
+      (is (busy? (caught #(ndarray/dispose out))) "dispose of the push-pull output meanwhile")
+      (is (= "local" (kvstore/type kv)) "the store answers other calls meanwhile")
+      (.countDown proceed)
+      (is (= kv (deref pusher 10000 :timeout)) "the push finished and succeeded"))
+    (is (= (all-of 3 6) (ndarray/->vec out)) "with the pushed value merged")
+    (kvstore/set-updater kv (fn [_ _ _] (kvstore/dispose kv)))
+    (is (busy? (try (kvstore/push kv 3 v) nil (catch Exception e e)))
+        "dispose from inside the store's own updater")
+    (kvstore/set-updater kv nil)
+    (kvstore/push kv 3 v)
+    (kvstore/pull kv 3 out)
+    (is (= (all-of 1 6) (ndarray/->vec out)) "the store is usable after the refused disposes")
+    (kvstore/dispose kv)
+    (ndarray/dispose v)
+    (is (.isClosed v) "disposed once no call runs")))
