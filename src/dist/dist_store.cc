@@ -43,8 +43,9 @@ JoinResult JoinJob(zmq::socket_t& sched, const Config& cfg, const std::vector<in
     if (left <= 0) {
       KV_FAIL(KV_ERR_TIMEOUT,
               "%s: no node table from the scheduler at %s within %.0f s (is the scheduler "
-              "running, and are DMLC_PS_ROOT_URI/DMLC_PS_ROOT_PORT right? the job needs %d "
-              "workers and %d servers)",
+              "running, are DMLC_PS_ROOT_URI/DMLC_PS_ROOT_PORT right, and does this node have "
+              "the job's KVSTORE_JOB_SECRET? the scheduler refuses nodes with another secret or "
+              "none; the job needs %d workers and %d servers)",
               RoleName(cfg.role), ep.c_str(), cfg.timeout_sec, cfg.num_workers, cfg.num_servers);
     }
     zmq::pollitem_t item{static_cast<void*>(sched), 0, ZMQ_POLLIN, 0};
