@@ -49,12 +49,7 @@ const char* Env(const char* name) {
   return (v != nullptr && *v != '\0') ? v : nullptr;
 }
 
-// Numeric variables. A value is a plain decimal number (no sign '+', no hex, no unit) with
-// nothing around it but blanks: " 80", "80 " and "80\n" all mean 80 (values pasted from
-// files and YAML often end in a newline). An empty or blank value counts as unset. Anything
-// else, or a number outside [lo, hi], is INVALID_ARGUMENT naming the variable, (the start of)
-// the value and the accepted range. std::from_chars ignores the C locale, so a host that
-// switched LC_NUMERIC to a comma locale still reads "0.25".
+// Blanks around a numeric value (see EnvInt in common.h).
 constexpr const char* kBlanks = " \t\n\r\v\f";
 
 // The value of `name` without surrounding blanks; false when unset or blank.
@@ -86,6 +81,10 @@ std::string QuoteValue(const char* name) {
           name);
 }
 
+}  // namespace
+
+// std::from_chars ignores the C locale, so a host that switched LC_NUMERIC to a comma locale
+// still reads "0.25"; it also takes no '+', no leading blank and no hex prefix.
 int64_t EnvInt(const char* name, int64_t dflt, int64_t lo, int64_t hi, bool required) {
   std::string_view t;
   if (!EnvNumberText(name, &t)) {
@@ -100,9 +99,6 @@ int64_t EnvInt(const char* name, int64_t dflt, int64_t lo, int64_t hi, bool requ
   return x;
 }
 
-// Durations in seconds (fractions allowed): a number in [lo, hi], or 0 when `zero_means`
-// is not null (it says what 0 means). `hi` keeps every conversion to milliseconds (poll
-// timeouts, deadlines) far from overflow.
 double EnvSeconds(const char* name, double dflt, double lo, double hi, const char* zero_means) {
   std::string_view t;
   if (!EnvNumberText(name, &t)) return dflt;
@@ -116,6 +112,8 @@ double EnvSeconds(const char* name, double dflt, double lo, double hi, const cha
            zero_means != nullptr ? zero_means : "", zero_means != nullptr ? ")" : "");
   return x;
 }
+
+namespace {
 
 std::mutex g_log_mu;
 std::string g_log_prefix = "kvstore";

@@ -48,6 +48,19 @@ const char* RoleName(Role r);
 // unknown value.
 Role RoleFromEnv();
 
+// Numeric environment variables; every one a node reads goes through these. A value is a
+// plain decimal number (no '+', no hex, no unit) with nothing around it but blanks: " 80",
+// "80 " and "80\n" all mean 80 (values pasted from files and YAML often end in a newline),
+// whatever the C locale. An empty or blank value counts as unset: `dflt` (or, for a required
+// variable, an error saying it is not set). Anything else, or a number outside [lo, hi], is
+// INVALID_ARGUMENT naming the variable, the start of its value and the accepted range.
+int64_t EnvInt(const char* name, int64_t dflt, int64_t lo, int64_t hi, bool required = false);
+// Durations in seconds (fractions allowed): a number in [lo, hi], or 0 when `zero_means` is
+// not null (it says what 0 means, and the error message repeats it). Keep `hi` small enough
+// that a conversion to milliseconds cannot overflow.
+double EnvSeconds(const char* name, double dflt, double lo, double hi,
+                  const char* zero_means = nullptr);
+
 // Everything a node reads from the environment. Load() validates; missing required
 // variables are an INVALID_ARGUMENT error naming the variable.
 struct Config {

@@ -154,6 +154,20 @@ int main() {
     for (const char* bad : v.bad) ExpectRejected(v.name, bad, v.range);
   }
 
+  // The helpers themselves, for variables read outside Config (same rules).
+  setenv("KVSTORE_TEST_CONFIG_INT", " 7\n", 1);
+  CHECK(kvstore::dist::EnvInt("KVSTORE_TEST_CONFIG_INT", 5, 1, 9) == 7);
+  setenv("KVSTORE_TEST_CONFIG_INT", "", 1);
+  CHECK(kvstore::dist::EnvInt("KVSTORE_TEST_CONFIG_INT", 5, 1, 9) == 5);
+  setenv("KVSTORE_TEST_CONFIG_INT", "10", 1);
+  try {
+    kvstore::dist::EnvInt("KVSTORE_TEST_CONFIG_INT", 5, 1, 9);
+    CHECK(false);
+  } catch (const kvstore::Error& e) {
+    CHECK(std::string(e.what()) == "KVSTORE_TEST_CONFIG_INT='10' is not an integer in [1, 9]");
+  }
+  unsetenv("KVSTORE_TEST_CONFIG_INT");
+
   // A long value is quoted in part, not whole.
   {
     const std::string big(100000, '7');
