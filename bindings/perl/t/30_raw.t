@@ -79,6 +79,15 @@ my %list_croaks = (
                          qr/KVStorePushStr: keys\[0\] is not a string key \('undef'\)/],
   'str key with NUL' => [sub { KVStore::Raw::KVStorePushStr($s, ["a\0b"], [$h], 0) },
                          qr/keys\[0\] contains a NUL character/],
+  # A C string ends at its first NUL: the library would act on a prefix.
+  'type with NUL'    => [sub { KVStore::Raw::KVStoreCreate("local\0dist_sync") },
+                         qr/KVStoreCreate: type contains a NUL character/],
+  'spec with NUL'    => [sub { KVStore::Raw::KVStoreSetOptimizer($s, "sgd(learning_rate=1)\0x") },
+                         qr/KVStoreSetOptimizer: spec contains a NUL character/],
+  'body with NUL'    => [sub { KVStore::Raw::KVStoreSendCommandToServers($s, 0, "a\0b") },
+                         qr/KVStoreSendCommandToServers: body contains a NUL character/],
+  'spec not a string' => [sub { KVStore::Raw::KVStoreSetOptimizer($s, []) },
+                         qr/KVStoreSetOptimizer: spec must be a string/],
   'updater'          => [sub { KVStore::Raw::KVStoreSetUpdater($s, {}) },
                          qr/KVStoreSetUpdater: the callback must be a code reference or undef/],
 );
@@ -90,6 +99,9 @@ for my $name (sort keys %list_croaks) {
 is(KVStore::Raw::KVStorePush($s, [1], [undef], 0), $KVStore::Raw::KV_ERR_NULL_POINTER,
   'an undef handle in a list reaches the library as NULL');
 is(KVStore::Raw::KVStorePush($s, [], [], 0), 0, 'empty lists');
+is(KVStore::Raw::KVStoreSetOptimizer($s, undef), $KVStore::Raw::KV_ERR_NULL_POINTER,
+  'an undef spec reaches the library as NULL');
+is(KVStore::Raw::KVStoreSetOptimizer($s, "test(rescale_grad=1)"), 0, 'a spec without NUL is taken');
 
 # Updater through the raw module: it gets views; a die is left in $KVStore::Raw::CALLBACK_ERROR.
 my @got;

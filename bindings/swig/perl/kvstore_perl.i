@@ -544,6 +544,28 @@ static uint16_t kvperl_float_to_half1(float f) {
 /* Inputs from array refs and packed strings                                                 */
 /* ---------------------------------------------------------------------------------------- */
 
+/* Single C strings (store type, optimizer spec, command body): sent as UTF-8. A NUL inside
+ * would end the C string early (the library would act on a prefix the caller never wrote),
+ * so it croaks instead. undef passes NULL, which the library reports as KV_ERR_NULL_POINTER.
+ * The pointer is Perl's buffer, read during the call only. */
+%typemap(in) const char* type, const char* spec, const char* body {
+  {
+    $1 = NULL;
+    if (SvOK($input)) {
+      STRLEN len;
+      if (SvROK($input) && !SvAMAGIC($input)) {
+        KVPERL_SET_ERROR("$symname: $1_name must be a string ('%s')", kvperl_show(aTHX_ $input));
+        SWIG_fail;
+      }
+      $1 = ($1_ltype)SvPVutf8($input, len);
+      if (memchr($1, '\0', len) != NULL) {
+        KVPERL_SET_ERROR("$symname: $1_name contains a NUL character");
+        SWIG_fail;
+      }
+    }
+  }
+}
+
 /* Shapes: [2, 3]. */
 %typemap(in) (const int64_t* shape, int ndim) {
   if (!kvperl_shape(aTHX_ $input, "$symname", &$1, &$2)) SWIG_fail;
