@@ -8,7 +8,8 @@
 //  - A call validates everything (keys, shapes, dtypes, outputs) before it writes anything.
 //    After validation only the updater and device errors can fail; with an updater set the
 //    new values are computed into per-key candidate buffers and committed (swapped in) only
-//    when every key of the call succeeded, so a failing call changes no stored value.
+//    when every key of the call succeeded, together with the optimizer state the updater
+//    staged (UpdateTxn), so a failing call changes no stored value and no optimizer state.
 #include <algorithm>
 #include <mutex>
 #include <shared_mutex>
@@ -289,14 +290,18 @@ class LocalStore final : public Store {
       if (!e->merged) e->merged = Array::Create(v.shape(), v.dtype(), v.ctx());
       if (!e->candidate) e->candidate = Array::Create(v.shape(), v.dtype(), v.ctx());
     }
+    // Declared after `updater`: the staged state lives in the updater.
+    UpdateTxn txn;
     for (PushGroup& g : groups) {
       Entry* e = g.entry;
       comm_->Reduce(g.vals, e->merged.get());
       CopyArray(e->candidate.get(), *e->value);
       UpdaterScope scope(this);
-      updater->Update(e->id, e->is_str ? e->str_key.c_str() : nullptr, e->merged.get(), e->candidate.get());
+      updater->Update(e->id, e->is_str ? e->str_key.c_str() : nullptr, e->merged.get(), e->candidate.get(), &txn);
     }
+    // Every key succeeded: the values and the optimizer state are committed together.
     for (PushGroup& g : groups) std::swap(g.entry->value, g.entry->candidate);
+    txn.Commit();
   }
 
   void ExecutePull(const std::vector<PullItem>& items) {

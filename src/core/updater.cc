@@ -8,7 +8,7 @@ thread_local const void* tls_updating_store = nullptr;
 class IntCallbackUpdater final : public CallbackUpdater {
  public:
   IntCallbackUpdater(KVUpdater fn, void* user_data, KVFreeFn free_fn) : CallbackUpdater(user_data, free_fn), fn_(fn) {}
-  void Update(int key, const char* str_key, Array* recv, Array* stored) override {
+  void Update(int key, const char* str_key, Array* recv, Array* stored, UpdateTxn*) override {
     const int rc = fn_(key, recv, stored, user_data());
     if (rc != 0) {
       if (str_key) {
@@ -26,7 +26,7 @@ class StrCallbackUpdater final : public CallbackUpdater {
  public:
   StrCallbackUpdater(KVStrUpdater fn, void* user_data, KVFreeFn free_fn)
       : CallbackUpdater(user_data, free_fn), fn_(fn) {}
-  void Update(int key, const char* str_key, Array* recv, Array* stored) override {
+  void Update(int key, const char* str_key, Array* recv, Array* stored, UpdateTxn*) override {
     const std::string name = str_key ? std::string(str_key) : std::to_string(key);
     const int rc = fn_(name.c_str(), recv, stored, user_data());
     KV_CHECK(rc == 0, KV_ERR_CALLBACK, "string updater returned %d for key \"%s\"; stored value unchanged", rc,

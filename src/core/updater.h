@@ -3,10 +3,54 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/array.h"
 
 namespace kvstore {
+
+// The per-key state that the updates of one call change, held back until the call commits.
+// A caller runs the updater of each key on a scratch copy of the stored value and swaps the
+// copies in only when every key of the call succeeded; an updater that keeps per-key state
+// (the built-in optimizers) stages that state here the same way, so that stored values and
+// state change together or not at all. Protocol, for the caller:
+//   1. take its reference to the updater, then create one UpdateTxn for the call (the
+//      staged entries live in the updater, so the txn must end first);
+//   2. run Update(..., &txn) for each key, holding the key so that no other call updates it
+//      before step 3 (a key is staged at most once per txn);
+//   3. after the last step that can fail, commit the stored values and call Commit(). A txn
+//      destroyed without Commit() discards what was staged: the state stays as it was.
+class UpdateTxn {
+ public:
+  // One key's staged state, implemented by the updater that keeps it.
+  class Staged {
+   public:
+    virtual void Commit() noexcept = 0;
+    virtual void Discard() noexcept = 0;
+
+   protected:
+    ~Staged() = default;
+  };
+
+  UpdateTxn() = default;
+  UpdateTxn(const UpdateTxn&) = delete;
+  UpdateTxn& operator=(const UpdateTxn&) = delete;
+  ~UpdateTxn() {
+    for (Staged* s : staged_) s->Discard();
+  }
+
+  // Called by an updater before it stages `s`; may throw std::bad_alloc (nothing is staged
+  // then). Discarding an entry that was added but never staged is harmless.
+  void Add(Staged* s) { staged_.push_back(s); }
+  // Makes every staged state current. Never fails.
+  void Commit() noexcept {
+    for (Staged* s : staged_) s->Commit();
+    staged_.clear();
+  }
+
+ private:
+  std::vector<Staged*> staged_;
+};
 
 class Updater {
  public:
@@ -14,7 +58,10 @@ class Updater {
   // Merges `recv` into `stored` in place. `str_key` is the string key or nullptr for int
   // keys; `key` is the int key or the internal id of the string key. Throws kvstore::Error
   // on failure; `stored` may then be partly written, so callers run it on a scratch copy.
-  virtual void Update(int key, const char* str_key, Array* recv, Array* stored) = 0;
+  // State the updater keeps for the key is not changed here: the new state is staged in
+  // `txn` and becomes current when the caller commits it (see UpdateTxn).
+  virtual void Update(int key, const char* str_key, Array* recv, Array* stored,
+                      UpdateTxn* txn) = 0;
 };
 
 // A C callback registration (KVStoreSetUpdater and its string twin). It owns user_data from

@@ -444,7 +444,11 @@ std::shared_ptr<SharedBuf> Server::TakeTarget(KeyState* k) {
 void Server::Update(KeyState* k, Array* recv, Array* target) {
   std::shared_ptr<Updater> u = (k->is_str && hooks_->str_updater) ? hooks_->str_updater
                                                                    : hooks_->updater;
-  u->Update(k->updater_id, k->is_str ? k->name.c_str() : nullptr, recv, target);
+  // The optimizer state is committed with the value: once Update returns, RunRound and
+  // ApplyAsync only move `target` into place, which cannot fail. A throw discards it.
+  UpdateTxn txn;
+  u->Update(k->updater_id, k->is_str ? k->name.c_str() : nullptr, recv, target, &txn);
+  txn.Commit();
 }
 
 void Server::RunRound(KeyState* k) {

@@ -54,7 +54,7 @@ class Scanner {
   [[noreturn]] void Fail(const std::string& what) const { FailAt(pos_, what); }
   [[noreturn]] void FailAt(size_t at, const std::string& what) const {
     KV_FAIL(KV_ERR_INVALID_ARGUMENT, "invalid optimizer spec \"%s\": %s at offset %zu",
-            text_.c_str(), what.c_str(), at);
+            SpecExcerpt(text_).c_str(), what.c_str(), at);
   }
 
  private:
@@ -63,6 +63,12 @@ class Scanner {
 };
 
 }  // namespace
+
+std::string SpecExcerpt(const std::string& text) {
+  constexpr size_t kMaxQuoted = 200;
+  if (text.size() <= kMaxQuoted) return text;
+  return text.substr(0, kMaxQuoted) + StrFormat("... (%zu bytes)", text.size());
+}
 
 bool ParseNumber(const std::string& text, double* out) {
   const char* first = text.data();
@@ -92,13 +98,16 @@ Spec ParseSpec(const std::string& text) {
         SpecParam param;
         param.key = s.Identifier("a parameter name");
         s.SkipSpace();
-        if (!s.Accept('=')) s.Fail(StrFormat("expected '=' after '%s'", param.key.c_str()));
+        if (!s.Accept('=')) {
+          s.Fail(StrFormat("expected '=' after '%s'", SpecExcerpt(param.key).c_str()));
+        }
         s.SkipSpace();
         size_t value_at = s.pos();
         std::string raw = s.ValueText();
         if (!ParseNumber(raw, &param.value)) {
           s.FailAt(value_at, StrFormat("the value \"%s\" of '%s' is not a finite number",
-                                       raw.c_str(), param.key.c_str()));
+                                       SpecExcerpt(raw).c_str(),
+                                       SpecExcerpt(param.key).c_str()));
         }
         spec.params.push_back(std::move(param));
         if (s.Accept(')')) break;

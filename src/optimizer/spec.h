@@ -22,10 +22,14 @@ struct Spec {
   std::vector<SpecParam> params;  // in the order written; duplicates are kept
 };
 
-// Splits `text`. Throws INVALID_ARGUMENT quoting the spec and saying what was expected at
+// Splits `text`. Throws INVALID_ARGUMENT quoting the spec (SpecExcerpt) and saying what was expected at
 // which character offset (a missing name, '=', ',' or ')', a value that is not a finite
 // number, trailing text).
 Spec ParseSpec(const std::string& text);
+
+// `text` as an error message quotes it: whole when short, else its first 200 bytes
+// followed by "... (N bytes)", so that a huge spec does not make a huge message.
+std::string SpecExcerpt(const std::string& text);
 
 // Parses one finite number in the C locale; the whole of `text` must be consumed.
 // Returns false for anything else (empty, trailing characters, inf, nan, out of range).
