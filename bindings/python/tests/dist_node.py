@@ -2,6 +2,7 @@
 import os
 import sys
 
+import kvstore
 from kvstore import kv, nd
 
 role = os.environ["DMLC_ROLE"]
@@ -18,6 +19,15 @@ if role in ("server", "scheduler"):
         print("controller", head, body, flush=True)
         if head == 7:
             raise ValueError("bad command %s" % body)
+        if head == 1 and body == "hello0":
+            # Closing the store whose RunServer is running this controller: refused, and the
+            # store stays open (the server goes on serving).
+            try:
+                store.close()
+                print("controller close: closed", flush=True)
+            except kvstore.BusyError as exc:
+                print("controller close:", exc.name, "closed" if store.closed else "open",
+                      flush=True)
 
     store.run_server(controller)
     print(role, "done", flush=True)

@@ -63,5 +63,6 @@ def test_dist_sync_with_python_updater_and_controller(tmp_path):
     assert server.count("server update 3") == 1  # once per round, on the server thread
     assert "controller 1 hello0" in server and "controller 1 hello1" in server
     assert "ValueError: bad command boom" in server  # the controller's exception is reported
+    assert "controller close: KV_ERR_BUSY open" in server  # close() inside RunServer refused
     assert server.rstrip().endswith("server done")
     assert "scheduler done" in out["scheduler"]
