@@ -182,7 +182,8 @@ class NDArray(object):
 
     @property
     def closed(self):
-        return self._h is None or not self._h.ptr
+        h = self._h  # read once: close() on another thread may clear it meanwhile
+        return h is None or not h.ptr
 
     def close(self):
         """Releases the library array now (or, when a zero-copy numpy view of it is alive,
@@ -202,8 +203,9 @@ class NDArray(object):
         return False
 
     def _invalidate_borrowed(self):
-        if self._h is not None:
-            self._h.release("borrowed")
+        h = self._h
+        if h is not None:
+            h.release("borrowed")
 
     # -- metadata ---------------------------------------------------------------------------
     def _query_meta(self):
@@ -275,14 +277,15 @@ class NDArray(object):
                 check_call(LIB.KVArrayCopyToHost(self._ref, out.ctypes.data_as(c_void_p),
                                                  out.nbytes))
             return out
-        if not self._h.owned:
+        h = self._ref  # the view holds this owner, whatever close() does meanwhile
+        if not h.owned:
             raise ValueError("an array lent to an updater has no zero-copy view (it is valid "
                              "only during the call); use asnumpy() for a copy")
         ptr = c_void_p()
-        check_call(LIB.KVArrayGetData(self._ref, byref(ptr)))
+        check_call(LIB.KVArrayGetData(h, byref(ptr)))
         if not ptr.value:
             return numpy.empty(shape, dtype=dtype)
-        return numpy.asarray(_HostView(self._h, ptr.value, shape, dtype))
+        return numpy.asarray(_HostView(h, ptr.value, shape, dtype))
 
     def __array__(self, dtype=None):
         a = self.asnumpy()
