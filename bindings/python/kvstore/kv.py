@@ -185,9 +185,12 @@ class KVStore(object):
     # -- lifetime ---------------------------------------------------------------------------
     @property
     def handle(self):
-        if self._handle is None:
+        """The KVStoreHandle; ValueError once closed. Calls made with it directly are not
+        counted in use: close() during one gets the library's KV_ERR_BUSY instead."""
+        h = self._handle
+        if h is None:
             raise ValueError("operation on a closed KVStore")
-        return self._handle
+        return h
 
     @property
     def closed(self):
