@@ -186,7 +186,7 @@ class KVStore(object):
     @property
     def handle(self):
         """The KVStoreHandle; ValueError once closed. Calls made with it directly are not
-        counted in use: close() during one gets the library's KV_ERR_BUSY instead."""
+        counted in use: their caller must not close() the store until they return."""
         h = self._handle
         if h is None:
             raise ValueError("operation on a closed KVStore")
