@@ -138,16 +138,8 @@ std::shared_ptr<const JobKeys> ProcessJobKeys() {
 }
 
 int64_t MaxMessageBytes() {
-  const char* v = EnvValue("KVSTORE_MAX_MESSAGE_BYTES");
-  if (v == nullptr) return kDefaultMaxMessageBytes;
-  errno = 0;
-  char* end = nullptr;
-  const long long x = std::strtoll(v, &end, 10);
-  KV_CHECK(errno == 0 && end != v && *end == '\0' && x >= static_cast<long long>(kMaxStringFrame) &&
-               x <= (1ll << 62),
-           KV_ERR_INVALID_ARGUMENT, "KVSTORE_MAX_MESSAGE_BYTES='%s' is not an integer in [%u, 2^62]",
-           v, kMaxStringFrame);
-  return x;
+  return EnvInt("KVSTORE_MAX_MESSAGE_BYTES", kDefaultMaxMessageBytes, kMaxStringFrame,
+                int64_t{1} << 62);
 }
 
 // ---------------------------------------------------------------------------------------
