@@ -1,0 +1,277 @@
+// fuzz_wire.cc - bounded random-frame driver of the wire decoder target (wire_target.h),
+// for any compiler: the test suite runs it where libFuzzer is not available.
+//
+// Each message is generated from (seed, index) alone. Most start from a well-formed message
+// of a random type (a header whose lengths agree with its frames, a key name, node table or
+// optimizer spec in the string frame, a payload of count * dtype-size bytes) and then get
+// a few mutations: a header field set to a boundary value or random bits, a frame cut,
+// grown, dropped, duplicated or added, bytes of the string flipped. The rest are random
+// frames. A property violation aborts; the driver then names the message, and
+// `fuzz_wire --seed S --only I --dump FILE` writes its input for a debugger or libFuzzer.
+#include <csignal>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <chrono>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+#include "core/dtype.h"
+#include "dist/common.h"
+#include "wire_target.h"
+
+using kvstore::dist::MsgType;
+using kvstore::dist::WireHeader;
+
+extern "C" void __sanitizer_set_death_callback(void (*)(void)) __attribute__((weak));
+
+namespace {
+
+struct Rng {
+  uint64_t state;
+  uint64_t Next() {
+    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  int Int(int lo, int hi) { return lo + static_cast<int>(Next() % static_cast<uint64_t>(hi - lo + 1)); }
+  bool Chance(int percent) { return Int(0, 99) < percent; }
+};
+
+uint64_t Mix(uint64_t seed, uint64_t index) {
+  Rng r{seed ^ (index * 0xD1B54A32D192ED03ull)};
+  r.Next();
+  return r.Next();
+}
+
+int64_t Boundary(Rng& r) {
+  static const int64_t v[] = {0, 1, -1, 2, 7, 8, 64, 255, 256, 1000, 65535, 65536, INT32_MAX, INT32_MIN,
+                              static_cast<int64_t>(UINT32_MAX), INT64_MAX, INT64_MIN, INT64_MAX / 2,
+                              INT64_MAX / 8 + 1, (INT64_C(1) << 62) + 1};
+  return r.Chance(80) ? v[r.Int(0, static_cast<int>(sizeof(v) / sizeof(v[0])) - 1)]
+                      : static_cast<int64_t>(r.Next());
+}
+
+std::string RandomBytes(Rng& r, size_t n) {
+  std::string b(n, '\0');
+  for (char& c : b) c = static_cast<char>(r.Next());
+  return b;
+}
+
+std::string NodeTable(Rng& r) {
+  std::string t = std::to_string(r.Int(1, 4)) + " ";
+  const int s = r.Int(1, 3);
+  t += std::to_string(s) + "\n";
+  for (int i = 0; i < s; ++i) {
+    std::string ports;
+    for (int p = r.Int(1, 3); p > 0; --p) ports += (ports.empty() ? "" : ",") + std::to_string(r.Int(1, 65535));
+    t += "server " + std::to_string(r.Chance(90) ? i : r.Int(-1, s)) + " 127.0.0." + std::to_string(r.Int(1, 9)) + " " + ports + "\n";
+  }
+  return t;
+}
+
+std::string Spec(Rng& r) {
+  static const char* specs[] = {"sgd", "sgd(learning_rate=0.1,momentum=0.9)", "adam( beta1 = 0.5 )", "test(rescale_grad=2)",
+                                "nag(lr=1e-3,wd=+0.5)", "rmsprop(gamma1=0.9,clip_weights=1)", "adagrad()"};
+  return specs[r.Int(0, 6)];
+}
+
+// Flips, inserts or deletes a few bytes of text.
+void Mangle(Rng& r, std::string* s) {
+  for (int k = r.Int(1, 3); k > 0; --k) {
+    const size_t at = s->empty() ? 0 : static_cast<size_t>(r.Int(0, static_cast<int>(s->size()) - 1));
+    switch (r.Int(0, 2)) {
+      case 0: if (!s->empty()) (*s)[at] = static_cast<char>(r.Next()); break;
+      case 1: s->insert(at, 1, "0123456789 ,\n-+e.x("[r.Int(0, 19)]); break;
+      default: if (!s->empty()) s->erase(at, 1); break;
+    }
+  }
+}
+
+std::string Generate(uint64_t seed, uint64_t index) {
+  Rng r{Mix(seed, index)};
+  const bool router = r.Chance(50);
+  if (r.Chance(10)) {  // random frames
+    std::vector<std::string> frames(static_cast<size_t>(r.Int(1, 6)));
+    for (std::string& f : frames) f = RandomBytes(r, static_cast<size_t>(r.Chance(30) ? sizeof(WireHeader) : r.Int(0, 120)));
+    return kvstore::fuzz::EncodeWireInput(router, frames);
+  }
+  // A well-formed message first.
+  WireHeader h;
+  std::memset(&h, 0, sizeof(h));
+  h.magic = kvstore::dist::kWireMagic;
+  h.version = kvstore::dist::kWireVersion;
+  h.type = static_cast<uint16_t>(r.Int(1, static_cast<int>(MsgType::kMaxType) - 1));
+  h.sender_role = r.Int(0, 2);
+  h.sender_rank = r.Int(-1, 3);
+  h.req_id = r.Next();
+  h.key = r.Int(-2, 100);
+  h.dtype = r.Int(0, 6) == 5 ? 0 : r.Int(0, 6);
+  h.count = r.Int(0, 40);
+  h.offset = r.Int(0, 10);
+  h.total = h.offset + h.count + r.Int(0, 10);
+  h.arg = r.Int(-2, 5);
+  h.flags = static_cast<uint32_t>(r.Int(0, 3));
+  std::string str;
+  switch (r.Int(0, 4)) {
+    case 0: str = ""; break;
+    case 1: str = "weight" + std::to_string(r.Int(0, 9)); break;
+    case 2: str = NodeTable(r); break;
+    case 3: str = Spec(r); break;
+    default: str = std::to_string(r.Int(1, 65535)) + "," + std::to_string(r.Int(0, 70000)); break;
+  }
+  if (r.Chance(30)) Mangle(r, &str);
+  if ((h.flags & kvstore::dist::kFlagStrKey) && str.empty()) str = "k";
+  std::string payload;
+  const bool data = h.type >= static_cast<uint16_t>(MsgType::kInit) && h.type <= static_cast<uint16_t>(MsgType::kPushPull);
+  if (data && h.type != static_cast<uint16_t>(MsgType::kPull)) {
+    payload = RandomBytes(r, static_cast<size_t>(h.count) * kvstore::DTypeSize(h.dtype));
+  } else if (!data && r.Chance(20)) {
+    payload = RandomBytes(r, static_cast<size_t>(r.Int(1, 64)));
+  }
+  h.str_len = static_cast<uint32_t>(str.size());
+  h.payload_len = payload.size();
+  h.num_frames = 1 + (str.empty() ? 0 : 1) + (payload.empty() ? 0 : 1);
+  // Header mutations.
+  for (int k = r.Chance(30) ? 0 : r.Int(1, 3); k > 0; --k) {
+    const int64_t b = Boundary(r);
+    switch (r.Int(0, 13)) {
+      case 0: h.magic = r.Chance(50) ? static_cast<uint32_t>(b) : h.magic ^ (1u << r.Int(0, 31)); break;
+      case 1: h.version = static_cast<uint16_t>(r.Int(0, 3)); break;
+      case 2: h.type = static_cast<uint16_t>(r.Chance(50) ? r.Int(0, 40) : static_cast<int>(b)); break;
+      case 3: h.sender_role = static_cast<int32_t>(r.Chance(50) ? r.Int(-2, 4) : b); break;
+      case 4: h.flags = static_cast<uint32_t>(r.Chance(50) ? r.Int(0, 8) : b); break;
+      case 5: h.key = b; break;
+      case 6: h.offset = b; break;
+      case 7: h.total = b; break;
+      case 8: h.count = b; break;
+      case 9: h.dtype = static_cast<int32_t>(r.Chance(50) ? r.Int(-2, 9) : b); break;
+      case 10: h.str_len = static_cast<uint32_t>(r.Chance(50) ? h.str_len + static_cast<uint32_t>(r.Int(-1, 1)) : b); break;
+      case 11: h.num_frames = static_cast<uint32_t>(r.Chance(50) ? r.Int(0, 5) : b); break;
+      case 12: h.payload_len = r.Chance(50) ? h.payload_len + static_cast<uint64_t>(r.Int(-1, 1)) : static_cast<uint64_t>(b); break;
+      default: h.sender_rank = static_cast<int32_t>(b); break;
+    }
+  }
+  std::vector<std::string> frames;
+  frames.emplace_back(reinterpret_cast<const char*>(&h), sizeof(h));
+  if (!str.empty()) frames.push_back(str);
+  if (!payload.empty()) frames.push_back(payload);
+  // Frame mutations.
+  if (r.Chance(25)) {
+    const size_t j = static_cast<size_t>(r.Int(0, static_cast<int>(frames.size()) - 1));
+    switch (r.Int(0, 4)) {
+      case 0: frames[j].resize(frames[j].size() > 0 ? static_cast<size_t>(r.Int(0, static_cast<int>(frames[j].size()) - 1)) : 0); break;
+      case 1: frames[j] += RandomBytes(r, static_cast<size_t>(r.Int(1, 9))); break;
+      case 2: if (frames.size() > 1) frames.erase(frames.begin() + static_cast<long>(j)); break;
+      case 3: frames.insert(frames.begin() + static_cast<long>(j), frames[j]); break;
+      default: frames.push_back(RandomBytes(r, static_cast<size_t>(r.Int(0, 16)))); break;
+    }
+  }
+  return kvstore::fuzz::EncodeWireInput(router, frames);
+}
+
+uint64_t g_seed = 0, g_index = 0;
+
+void SayWhich() {
+  char buf[200];
+  const int n = std::snprintf(buf, sizeof(buf),
+                              "fuzz_wire: failed on message %llu of seed %llu; input: fuzz_wire --seed %llu --only %llu --dump FILE\n",
+                              static_cast<unsigned long long>(g_index), static_cast<unsigned long long>(g_seed),
+                              static_cast<unsigned long long>(g_seed), static_cast<unsigned long long>(g_index));
+  if (n > 0) {
+    ssize_t w = write(2, buf, static_cast<size_t>(n));
+    (void)w;
+  }
+}
+
+void OnAbort(int) {
+  SayWhich();
+  std::signal(SIGABRT, SIG_DFL);
+  std::abort();
+}
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  uint64_t seed = static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
+  uint64_t max_messages = 200000;
+  double seconds = 0;
+  int64_t only = -1;
+  const char* dump = nullptr;
+  std::vector<const char*> replay;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const bool has = i + 1 < argc;
+    if (a == "--seed" && has) seed = std::strtoull(argv[++i], nullptr, 10);
+    else if (a == "--messages" && has) max_messages = std::strtoull(argv[++i], nullptr, 10);
+    else if (a == "--seconds" && has) seconds = std::atof(argv[++i]);
+    else if (a == "--only" && has) only = std::atoll(argv[++i]);
+    else if (a == "--dump" && has) dump = argv[++i];
+    else if (a[0] != '-') replay.push_back(argv[i]);
+    else {
+      std::fprintf(stderr,
+                   "usage: fuzz_wire [--seed N] [--messages N] [--seconds S] [--only I [--dump FILE]] [INPUT...]\n"
+                   "  Decodes N generated messages (default 200000) or for S seconds; INPUT files\n"
+                   "  (libFuzzer artifacts, --dump output) are run as they are.\n");
+      return 2;
+    }
+  }
+  g_seed = seed;
+  std::signal(SIGABRT, OnAbort);
+  if (__sanitizer_set_death_callback) __sanitizer_set_death_callback(SayWhich);
+  if (!replay.empty()) {
+    for (const char* path : replay) {
+      FILE* f = std::fopen(path, "rb");
+      if (!f) {
+        std::perror(path);
+        return 2;
+      }
+      std::string in;
+      char buf[4096];
+      size_t n;
+      while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) in.append(buf, n);
+      std::fclose(f);
+      kvstore::fuzz::RunWireInput(reinterpret_cast<const uint8_t*>(in.data()), in.size());
+    }
+    std::printf("fuzz_wire: %zu inputs passed\n", replay.size());
+    return 0;
+  }
+  if (only >= 0) {
+    g_index = static_cast<uint64_t>(only);
+    const std::string in = Generate(seed, g_index);
+    if (dump) {
+      FILE* f = std::fopen(dump, "wb");
+      if (!f || std::fwrite(in.data(), 1, in.size(), f) != in.size()) {
+        std::perror(dump);
+        return 2;
+      }
+      std::fclose(f);
+    }
+    kvstore::fuzz::RunWireInput(reinterpret_cast<const uint8_t*>(in.data()), in.size());
+    std::printf("fuzz_wire: message %lld of seed %llu passed\n", static_cast<long long>(only),
+                static_cast<unsigned long long>(seed));
+    return 0;
+  }
+  std::printf("fuzz_wire: seed %llu\n", static_cast<unsigned long long>(seed));
+  std::fflush(stdout);
+  const double start = Now();
+  for (g_index = 0; g_index < max_messages; ++g_index) {
+    if (seconds > 0 && (g_index & 1023) == 0 && Now() - start >= seconds) break;
+    const std::string in = Generate(seed, g_index);
+    kvstore::fuzz::RunWireInput(reinterpret_cast<const uint8_t*>(in.data()), in.size());
+  }
+  const kvstore::fuzz::WireStats& st = kvstore::fuzz::GetWireStats();
+  std::printf("fuzz_wire: seed %llu: %llu messages (%llu frames; %llu accepted and re-sent), %llu node tables "
+              "and %llu specs accepted, in %.1f s; 0 violations\n",
+              static_cast<unsigned long long>(seed), static_cast<unsigned long long>(st.messages),
+              static_cast<unsigned long long>(st.frames), static_cast<unsigned long long>(st.accepted),
+              static_cast<unsigned long long>(st.tables), static_cast<unsigned long long>(st.specs), Now() - start);
+  return 0;
+}

@@ -1,0 +1,300 @@
+// wire_target.cc - see wire_target.h. The properties checked, from the decoders' contracts
+// (src/dist/common.h, src/optimizer/spec.h):
+//  - RecvMessage consumes exactly one whole multipart message, whatever its frames (nothing
+//    of it is left to be read as the next message);
+//  - a message it accepts satisfies every rule of the header: magic, version, a known type
+//    and sender role, only known flags, num_frames equal to the frames that arrived, string
+//    and payload frames of exactly the declared lengths, a string of at most
+//    kMaxStringFrame bytes, and for data messages a valid dtype, 0 <= offset <= total,
+//    0 <= count <= total - offset, a payload of count * dtype-size bytes (none for a pull)
+//    and a string frame when the key is a string; ValidateHeader agrees; a ROUTER message
+//    carries its sender's routing id; sent again with SendMessage it decodes to the same
+//    header, string and payload;
+//  - a message it refuses comes with a reason;
+//  - ParsePorts accepts 1 to 64 ports in 1..65535 that survive FormatPorts, and leaves its
+//    output alone otherwise; ParseTable accepts only tables that list every server rank once
+//    with valid ports and survive FormatTable, and otherwise throws PROTOCOL leaving its
+//    outputs alone; ParseSpec accepts an identifier with finite parameter values, and
+//    otherwise throws INVALID_ARGUMENT.
+#include "wire_target.h"
+
+#include <zmq.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <memory>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "dist/common.h"
+#include "optimizer/spec.h"
+
+namespace kvstore {
+namespace fuzz {
+namespace {
+
+using dist::Message;
+using dist::MsgType;
+using dist::WireHeader;
+
+WireStats g_stats;
+
+[[noreturn]] void Broken(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+[[noreturn]] void Broken(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  std::fprintf(stderr, "fuzz_wire: PROPERTY VIOLATED: ");
+  std::vfprintf(stderr, fmt, ap);
+  std::fprintf(stderr, "\n");
+  va_end(ap);
+  std::abort();
+}
+
+// One socket pair per receiving kind, made once: in-process transport, unlimited queues.
+struct Sockets {
+  zmq::context_t ctx{1};
+  zmq::socket_t pair_tx{ctx, zmq::socket_type::pair};
+  zmq::socket_t pair_rx{ctx, zmq::socket_type::pair};
+  zmq::socket_t dealer{ctx, zmq::socket_type::dealer};
+  zmq::socket_t router{ctx, zmq::socket_type::router};
+  Sockets() {
+    for (zmq::socket_t* s : {&pair_tx, &pair_rx, &dealer, &router}) {
+      s->set(zmq::sockopt::sndhwm, 0);
+      s->set(zmq::sockopt::rcvhwm, 0);
+      s->set(zmq::sockopt::linger, 0);
+    }
+    pair_rx.bind("inproc://fuzz-wire-pair");
+    pair_tx.connect("inproc://fuzz-wire-pair");
+    router.bind("inproc://fuzz-wire-router");
+    dealer.set(zmq::sockopt::routing_id, "fuzz-peer");
+    dealer.connect("inproc://fuzz-wire-router");
+  }
+};
+
+Sockets& Socks() {
+  static Sockets* s = new Sockets;  // never destroyed: libFuzzer leaves through exit()
+  return *s;
+}
+
+void SendFrames(zmq::socket_t& s, const std::vector<std::string>& frames) {
+  for (size_t i = 0; i < frames.size(); ++i) {
+    s.send(zmq::buffer(frames[i]), i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+  }
+}
+
+void WaitReadable(zmq::socket_t& s) {
+  zmq::pollitem_t item = {static_cast<void*>(s), 0, ZMQ_POLLIN, 0};
+  zmq::poll(&item, 1, std::chrono::milliseconds(5000));
+  if (!(item.revents & ZMQ_POLLIN)) Broken("a sent message did not arrive within 5 s");
+}
+
+// Nothing may be left of a message after RecvMessage returned.
+void CheckDrained(zmq::socket_t& s) {
+  zmq::message_t part;
+  if (s.recv(part, zmq::recv_flags::dontwait)) {
+    Broken("RecvMessage left a frame of %zu bytes behind (it would be read as the next message)", part.size());
+  }
+}
+
+bool IsData(uint16_t t) {
+  return t == static_cast<uint16_t>(MsgType::kInit) || t == static_cast<uint16_t>(MsgType::kPush) ||
+         t == static_cast<uint16_t>(MsgType::kPull) || t == static_cast<uint16_t>(MsgType::kPushPull);
+}
+
+void CheckAccepted(const Message& m, size_t frames_after_header, bool router) {
+  const WireHeader& h = m.h;
+  if (h.magic != dist::kWireMagic || h.version != dist::kWireVersion) Broken("accepted magic %08x version %u", h.magic, h.version);
+  if (h.type == 0 || h.type >= static_cast<uint16_t>(MsgType::kMaxType) || std::strcmp(dist::MsgTypeName(h.type), "?") == 0) {
+    Broken("accepted message type %u", h.type);
+  }
+  if (h.sender_role < 0 || h.sender_role > 2) Broken("accepted sender role %d", h.sender_role);
+  if ((h.flags & ~dist::kFlagKnownFlags) != 0) Broken("accepted flags %08x", h.flags);
+  if (h.num_frames != frames_after_header + 1) Broken("accepted num_frames %u with %zu frames", h.num_frames, frames_after_header + 1);
+  if (m.str.size() != h.str_len || h.str_len > dist::kMaxStringFrame) Broken("accepted a string of %zu bytes, header says %u", m.str.size(), h.str_len);
+  if (m.payload.size() != h.payload_len) Broken("accepted a payload of %zu bytes, header says %llu", m.payload.size(), static_cast<unsigned long long>(h.payload_len));
+  if (frames_after_header != (h.str_len > 0 ? 1u : 0u) + (h.payload_len > 0 ? 1u : 0u)) Broken("accepted %zu frames after the header", frames_after_header);
+  if (router && m.routing_id != "fuzz-peer") Broken("a ROUTER message carries routing id \"%s\"", m.routing_id.c_str());
+  if (IsData(h.type)) {
+    if (!IsValidDType(h.dtype)) Broken("accepted dtype %d", h.dtype);
+    if (h.offset < 0 || h.total < 0 || h.count < 0 || h.offset > h.total || h.count > h.total - h.offset) {
+      Broken("accepted elements [%lld, +%lld) of %lld", static_cast<long long>(h.offset), static_cast<long long>(h.count), static_cast<long long>(h.total));
+    }
+    const bool pull = h.type == static_cast<uint16_t>(MsgType::kPull);
+    const long double bytes = static_cast<long double>(h.count) * DTypeSize(h.dtype);
+    if (pull ? h.payload_len != 0 : static_cast<long double>(h.payload_len) != bytes) {
+      Broken("accepted a %s of %lld elements of dtype %d with %llu payload bytes", dist::MsgTypeName(h.type),
+             static_cast<long long>(h.count), h.dtype, static_cast<unsigned long long>(h.payload_len));
+    }
+    if ((h.flags & dist::kFlagStrKey) && h.str_len == 0) Broken("accepted a string key without a name");
+  }
+  const std::string again = dist::ValidateHeader(h, frames_after_header, m.str.size(), m.payload.size());
+  if (!again.empty()) Broken("RecvMessage accepted what ValidateHeader refuses: %s", again.c_str());
+}
+
+// Sends the accepted message again through the library's encoder; it must decode to the
+// same header, string and payload.
+void CheckRoundTrip(const Message& m, bool router) {
+  Sockets& s = Socks();
+  zmq::socket_t& tx = router ? s.dealer : s.pair_tx;
+  zmq::socket_t& rx = router ? s.router : s.pair_rx;
+  dist::OutPayload p;
+  if (m.payload.size() > 0) {
+    p.buf = std::make_shared<dist::SharedBuf>();
+    p.buf->msg.rebuild(m.payload.data(), m.payload.size());
+    p.nbytes = m.payload.size();
+  }
+  if (!dist::SendMessage(tx, nullptr, m.h, m.str, p)) Broken("SendMessage of an accepted message failed");
+  WaitReadable(rx);
+  Message back;
+  bool ok = false;
+  std::string why;
+  if (!dist::RecvMessage(rx, router, &back, &ok, &why) || !ok) Broken("a re-sent message was refused: %s", why.c_str());
+  CheckDrained(rx);
+  if (std::memcmp(&back.h, &m.h, sizeof(WireHeader)) != 0) Broken("the header changed in a round trip");
+  if (back.str != m.str) Broken("the string frame changed in a round trip");
+  if (back.payload.size() != m.payload.size() ||
+      (m.payload.size() > 0 && std::memcmp(back.payload.data(), m.payload.data(), m.payload.size()) != 0)) {
+    Broken("the payload changed in a round trip");
+  }
+}
+
+bool ValidPorts(const std::vector<int>& ports) {
+  if (ports.empty() || ports.size() > 64) return false;
+  for (int p : ports) {
+    if (p < 1 || p > 65535) return false;
+  }
+  return true;
+}
+
+void CheckPorts(const std::string& text) {
+  std::vector<int> ports = {-7};
+  if (!dist::ParsePorts(text, &ports)) {
+    if (ports.size() != 1 || ports[0] != -7) Broken("a refused port list changed the output");
+    return;
+  }
+  if (!ValidPorts(ports)) Broken("ParsePorts accepted %zu ports with an invalid one from \"%.60s\"", ports.size(), text.c_str());
+  std::vector<int> again;
+  if (!dist::ParsePorts(dist::FormatPorts(ports), &again) || again != ports) Broken("a port list does not survive FormatPorts");
+}
+
+void CheckTable(const std::string& text) {
+  int w = -7, s = -7;
+  std::vector<dist::NodeInfo> servers(1);
+  servers[0].rank = -7;
+  try {
+    dist::ParseTable(text, &w, &s, &servers);
+  } catch (const Error& e) {
+    if (e.code() != KV_ERR_PROTOCOL) Broken("ParseTable threw code %d: %s", e.code(), e.what());
+    if (w != -7 || s != -7 || servers.size() != 1 || servers[0].rank != -7) Broken("a refused node table changed the outputs");
+    return;
+  }
+  ++g_stats.tables;
+  if (w <= 0 || s <= 0 || s > 100000 || servers.size() != static_cast<size_t>(s)) Broken("ParseTable accepted %d workers, %d servers, %zu entries", w, s, servers.size());
+  for (size_t i = 0; i < servers.size(); ++i) {
+    if (servers[i].rank != static_cast<int>(i) || !ValidPorts(servers[i].ports) || servers[i].host.empty()) {
+      Broken("ParseTable accepted entry %zu: rank %d, %zu ports, host \"%s\"", i, servers[i].rank, servers[i].ports.size(), servers[i].host.c_str());
+    }
+  }
+  int w2 = 0, s2 = 0;
+  std::vector<dist::NodeInfo> again;
+  try {
+    dist::ParseTable(dist::FormatTable(w, s, servers), &w2, &s2, &again);
+  } catch (const Error& e) {
+    Broken("an accepted node table does not survive FormatTable: %s", e.what());
+  }
+  if (w2 != w || s2 != s || again.size() != servers.size()) Broken("a node table changed in FormatTable");
+  for (size_t i = 0; i < again.size(); ++i) {
+    if (again[i].host != servers[i].host || again[i].ports != servers[i].ports || again[i].rank != servers[i].rank) {
+      Broken("node table entry %zu changed in FormatTable", i);
+    }
+  }
+}
+
+void CheckSpec(const std::string& text) {
+  optimizer::Spec spec;
+  try {
+    spec = optimizer::ParseSpec(text);
+  } catch (const Error& e) {
+    if (e.code() != KV_ERR_INVALID_ARGUMENT) Broken("ParseSpec threw code %d", e.code());
+    return;
+  }
+  ++g_stats.specs;
+  auto ident = [](const std::string& s) {
+    if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
+    for (char c : s) {
+      if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
+    }
+    return true;
+  };
+  if (!ident(spec.name)) Broken("ParseSpec accepted the name \"%.40s\"", spec.name.c_str());
+  for (const optimizer::SpecParam& p : spec.params) {
+    if (!ident(p.key) || !std::isfinite(p.value)) Broken("ParseSpec accepted %.40s=%g", p.key.c_str(), p.value);
+  }
+}
+
+}  // namespace
+
+std::string EncodeWireInput(bool router, const std::vector<std::string>& frames) {
+  std::string in(1, static_cast<char>(router ? 1 : 0));
+  for (const std::string& f : frames) {
+    const size_t n = std::min<size_t>(f.size(), 0xffff);
+    in.push_back(static_cast<char>(n & 0xff));
+    in.push_back(static_cast<char>(n >> 8));
+    in.append(f, 0, n);
+  }
+  return in;
+}
+
+const WireStats& GetWireStats() { return g_stats; }
+
+void RunWireInput(const uint8_t* data, size_t size) {
+  if (size == 0) return;
+  const bool router = (data[0] & 1) != 0;
+  std::vector<std::string> frames;
+  size_t pos = 1;
+  while (pos < size && frames.size() < kMaxFrames) {
+    size_t n = data[pos];
+    if (pos + 1 < size) n |= static_cast<size_t>(data[pos + 1]) << 8;
+    pos += 2;
+    n = std::min(n, pos < size ? size - pos : 0);
+    frames.emplace_back(reinterpret_cast<const char*>(data) + std::min(pos, size), n);
+    pos += n;
+  }
+  if (frames.empty()) frames.emplace_back();
+  Sockets& s = Socks();
+  zmq::socket_t& tx = router ? s.dealer : s.pair_tx;
+  zmq::socket_t& rx = router ? s.router : s.pair_rx;
+  SendFrames(tx, frames);
+  WaitReadable(rx);
+  Message m;
+  bool ok = false;
+  std::string why;
+  if (!dist::RecvMessage(rx, router, &m, &ok, &why)) Broken("RecvMessage found no message although one arrived");
+  CheckDrained(rx);
+  ++g_stats.messages;
+  g_stats.frames += frames.size();
+  if (ok) {
+    ++g_stats.accepted;
+    if (!why.empty()) Broken("an accepted message came with a reason: %s", why.c_str());
+    CheckAccepted(m, frames.size() - 1, router);
+    CheckRoundTrip(m, router);
+  } else if (why.empty()) {
+    Broken("a refused message came without a reason");
+  }
+  // The text decoders see what a node would hand them: the string frame of an accepted
+  // message, else the second frame as it arrived.
+  const std::string text = ok ? m.str : frames.size() > 1 ? frames[1] : std::string();
+  CheckPorts(text);
+  CheckTable(text);
+  CheckSpec(text);
+}
+
+}  // namespace fuzz
+}  // namespace kvstore
