@@ -7,8 +7,8 @@
 // without momentum), adam through adam_update, rmsprop through rmsprop_update and
 // rmspropalex_update (centered), adagrad and test as the Python classes' NDArray arithmetic.
 // Each kernel below performs the reference's operations in the reference's order, so float32
-// and float64 results are the same bit for bit (on targets that do not contract a*b+c into
-// fused multiply-adds; GCC does not on x86-64 without -mfma). docs/OPTIMIZERS.md writes each
+// and float64 results are the same bit for bit (the build compiles this file with
+// -ffp-contract=off: no a*b+c is fused into one rounding). docs/OPTIMIZERS.md writes each
 // rule out. Where the reference's fused operators take their hyper-parameters as float32
 // fields (sgd, nag, adam, rmsprop), they are rounded to float32 here too, also for float64
 // weights; adagrad's NDArray scalars are doubles.
