@@ -508,7 +508,12 @@ int ModelUpdate(const StoreModel& m, const KeyModel& k, const std::vector<double
       // weights too: g' = clip(rescale * g) + wd * w; mom = momentum * mom - lr * g'; w += mom.
       if (IsInt(dt)) return KV_ERR_NOT_SUPPORTED;
       if (k.mom_unknown) *unchecked = true;
-      auto f32 = [](double x) { return static_cast<double>(static_cast<float>(x)); };
+      // One volatile float per value: GCC 12.2's basic-block SLP vectoriser at -O2 drops the
+      // rounding of a straight-line group of (double)(float)x conversions.
+      auto f32 = [](double x) {
+        volatile float f = static_cast<float>(x);
+        return static_cast<double>(f);
+      };
       const double lr = f32(u.lr), wd = f32(u.wd), rescale = f32(u.rescale), clip = f32(u.clip);
       const double momentum = f32(u.momentum);
       if (momentum != 0 && mom->empty()) mom->assign(n, 0.0);
