@@ -12,6 +12,11 @@
  *   async R KIND    the same pushes on a dist_async store; after WaitAll + barrier every worker
  *                   reads the same total 1 + n(n+1)/2*2*R.
  *   assign          sync without an optimizer: a round stores the sum n(n+1)/2.
+ *   momentum R KIND sync with sgd(lr=0.5, momentum=0.5), whose state lives on the servers:
+ *                   after round i every worker must read exactly w_i, where w_0 = 1,
+ *                   m_i = 0.5 m_(i-1) - 0.5 n(n+1)/2 and w_i = w_(i-1) + m_i (all binary
+ *                   fractions, exact in fp16 too); a server that did not commit the state
+ *                   of its rounds would give w_(i-1) - 0.5 n(n+1)/2 from round 2 on.
  *   async_assign    dist_async without an optimizer: the server assigns each push (the last
  *                   one wins), it does not die; a pushpull returns the value it pushed.
  *   crossed         big keys (3 MiB) pushed and pulled in opposite key orders and priorities by
@@ -185,6 +190,7 @@ static int Data(KVStoreHandle kv, const char* scenario, int rounds, int str) {
   OK(KVStoreGetGroupSize(kv, &n));
   const int async = strcmp(scenario, "async") == 0;
   const int assign = strcmp(scenario, "assign") == 0;
+  const int momentum = strcmp(scenario, "momentum") == 0;
   KVArrayHandle vals[NKEYS], outs[NKEYS], outs2[NKEYS];
   for (int i = 0; i < NKEYS; ++i) {
     vals[i] = MakeKeyArray(i);
@@ -192,7 +198,11 @@ static int Data(KVStoreHandle kv, const char* scenario, int rounds, int str) {
     outs2[i] = MakeKeyArray(i);
     FillValue(vals[i], 1.0);
   }
-  if (!assign) OK(KVStoreSetOptimizer(kv, "test(rescale_grad=2)"));
+  if (momentum) {
+    OK(KVStoreSetOptimizer(kv, "sgd(learning_rate=0.5,momentum=0.5)"));
+  } else if (!assign) {
+    OK(KVStoreSetOptimizer(kv, "test(rescale_grad=2)"));
+  }
   OK(Init(kv, str, vals));
   /* Init is done everywhere: every worker reads the initial value. */
   OK(Pull(kv, str, outs, 0));
@@ -201,9 +211,12 @@ static int Data(KVStoreHandle kv, const char* scenario, int rounds, int str) {
   OK(KVStoreBarrier(kv));
 
   const double per_round = (double)n * (n + 1) / 2.0;
+  double sgd_w = 1.0, sgd_m = 0.0;
   for (int r = 0; r < rounds; ++r) {
     for (int i = 0; i < NKEYS; ++i) FillValue(vals[i], g_rank + 1.0);
-    const double want = assign ? per_round : 1.0 + per_round * 2.0 * (r + 1);
+    sgd_m = 0.5 * sgd_m - 0.5 * per_round;
+    sgd_w += sgd_m;
+    const double want = momentum ? sgd_w : assign ? per_round : 1.0 + per_round * 2.0 * (r + 1);
     if (async) {
       OK(Push(kv, str, vals, r));
       continue;
@@ -902,7 +915,7 @@ static int Controller(int head, const char* body, void* user_data) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: %s sync|async|assign|async_assign|crossed|determinism|api|killed|killed_server|killed_scheduler|faults|zerocopy|priority ...\n", argv[0]);
+    fprintf(stderr, "usage: %s sync|async|assign|momentum|async_assign|crossed|determinism|api|killed|killed_server|killed_scheduler|faults|zerocopy|priority ...\n", argv[0]);
     return 2;
   }
   const char* scenario = argv[1];
@@ -927,7 +940,7 @@ int main(int argc, char** argv) {
   OK(KVStoreGetRank(kv, &g_rank));
   int rc = 0;
   if (strcmp(scenario, "sync") == 0 || strcmp(scenario, "async") == 0 ||
-      strcmp(scenario, "assign") == 0) {
+      strcmp(scenario, "assign") == 0 || strcmp(scenario, "momentum") == 0) {
     const int rounds = argc > 2 ? atoi(argv[2]) : 3;
     const int str = argc > 3 && strcmp(argv[3], "str") == 0;
     rc = Data(kv, scenario, rounds, str);
