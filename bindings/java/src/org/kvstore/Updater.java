@@ -5,10 +5,11 @@ package org.kvstore;
  * {@code kv.setUpdater((key, recv, stored) -> stored.addInPlace(recv.mul(2)))}.
  *
  * <p>It runs on the thread that called push (for in-process stores). {@code recv} and
- * {@code stored} are borrowed for the call: they are invalid afterwards, and closing them does
- * not free anything. An exception thrown here fails the push (the stored value is unchanged)
- * and is rethrown, unchanged, to the caller of push. It must not call data functions of the
- * same store.
+ * {@code stored} are borrowed for the call: they are invalid afterwards, closing them does not
+ * free anything, and they have no zero-copy view ({@code asByteBuffer()} throws). An exception
+ * thrown here fails the push (the stored value is unchanged) and is rethrown, unchanged, to the
+ * caller of push. It must not call data functions of the same store, and closing that store
+ * from here throws {@link KVBusyException} (the push is still running).
  */
 @FunctionalInterface
 public interface Updater {
