@@ -700,7 +700,11 @@ void Verify(StoreModel& m, const std::set<KeyModel*>& updated, const std::set<Ke
   if (all.empty()) return;
   CallList l;
   l.is_str = m.kind == 2;
-  for (KeyModel* k : all) l.Add(RefOf(*k), k->out);
+  for (KeyModel* k : all) {
+    // A sentinel first, so that a pull that writes nothing cannot pass for one that wrote.
+    if (KVArrayFill(k->out, k->dtype == KV_UINT8 ? 251 : -31337) != 0) Violation("KVArrayFill of a check output failed");
+    l.Add(RefOf(*k), k->out);
+  }
   l.Finish();
   const int rc = CallPull(m.h, l, 0);
   if (rc != 0) Violation("the check's pull of every key failed: %s", KVErrorName(rc));
