@@ -62,6 +62,13 @@ class Updater {
   // `txn` and becomes current when the caller commits it (see UpdateTxn).
   virtual void Update(int key, const char* str_key, Array* recv, Array* stored,
                       UpdateTxn* txn) = 0;
+  // Throws (naming `key`) when this updater can never update a value of `dtype`. A
+  // distributed worker asks before a push leaves it, so that a call mixing accepted and
+  // refused keys changes nothing on any server.
+  virtual void CheckDType(int dtype, const std::string& key) const {
+    (void)dtype;
+    (void)key;
+  }
 };
 
 // A C callback registration (KVStoreSetUpdater and its string twin). It owns user_data from

@@ -208,6 +208,8 @@ class WorkerStore : public Store {
                                                                A* const* arrays, const char* op,
                                                                const char* noun);
   void CheckKind(const KeyList& keys);
+  template <typename Groups>
+  void CheckPushable(const Groups& groups) const;
   std::string KeyId(const KeyList& keys, int i) const;
   std::shared_ptr<SharedBuf> TakePayload(KeyMeta* m, Array* lender);
   std::shared_ptr<SharedBuf> Gather(KeyMeta* m, const std::vector<const Array*>& vals);
@@ -280,6 +282,7 @@ class WorkerStore : public Store {
   int inflight_ops_ = 0;
   std::condition_variable idle_cv_;
   std::vector<PushFailure> push_failures_;  // reported and cleared by WaitAll
+  std::shared_ptr<Updater> optimizer_;  // the servers' optimizer, to vet pushed dtypes
   bool scheduler_dead_ = false;
   std::vector<bool> server_dead_;
   std::vector<bool> worker_dead_;
@@ -701,6 +704,7 @@ void WorkerStore::Push(const KeyList& keys, const Array* const* vals, int priori
     std::lock_guard<std::mutex> lock(mu_);
     CheckKind(keys);
     groups = GroupByKey(keys, vals, "push", "value");
+    CheckPushable(groups);
   }
   // Small values are copied now; large CPU values are read in place until the push completes
   // (their writers wait, see TakePayload).
@@ -736,6 +740,7 @@ void WorkerStore::PushPull(const KeyList& vkeys, const Array* const* vals, const
              KV_ERR_KEY_KIND_MISMATCH, "pushpull mixes int and string keys");
     auto pushed = GroupByKey(vkeys, vals, "pushpull", "value");
     auto pulled = GroupByKey(okeys, outs, "pushpull", "output");
+    CheckPushable(pushed);
     std::unordered_map<const KeyMeta*, size_t> index;
     for (auto& g : pushed) {
       index.emplace(g.first, groups.size());
@@ -855,11 +860,23 @@ void WorkerStore::SendCommandToServers(int head, const std::string& body) {
 }
 
 void WorkerStore::SetOptimizer(const std::string& spec) {
-  // Parse locally first so that a bad spec fails with INVALID_ARGUMENT on every worker.
-  CreateOptimizer(spec);
+  // Parse locally first so that a bad spec fails with INVALID_ARGUMENT on every worker; the
+  // local copy then vets the dtypes of pushes (CheckPushable).
+  std::shared_ptr<Updater> local = CreateOptimizer(spec);
   auto w = std::make_shared<Waiter>(num_servers_);
   ToAllServers(MsgType::kSetOptimizer, 0, spec, w);
   w->Wait(ControlDeadline(), "set_optimizer: not every server answered");
+  std::lock_guard<std::mutex> lock(mu_);
+  optimizer_ = std::move(local);
+}
+
+// A push call whose keys the servers' optimizer would refuse fails here, before any key of
+// it leaves, so a failed call changes no value and no optimizer state on any server.
+// Called under mu_.
+template <typename Groups>
+void WorkerStore::CheckPushable(const Groups& groups) const {
+  if (!optimizer_) return;
+  for (const auto& g : groups) optimizer_->CheckDType(g.first->dtype, g.first->display);
 }
 
 // ---------------------------------------------------------------------------------------

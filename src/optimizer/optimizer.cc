@@ -501,6 +501,13 @@ class OptimizerUpdater final : public Updater {
     }
   }
 
+  void CheckDType(int dtype, const std::string& key) const override {
+    if (!IsIntegerDType(dtype)) return;
+    KV_CHECK(def_.kind == Kind::kTest && hyper_.rescale_grad == 1, KV_ERR_NOT_SUPPORTED,
+             "optimizer %s cannot update key %s of integer dtype %s (only test with "
+             "rescale_grad=1 can)", def_.name, key.c_str(), DTypeName(dtype));
+  }
+
  private:
   void UpdateImpl(int key, const char* str_key, Array* recv, Array* stored, UpdateTxn* txn) {
     KV_CHECK(recv != nullptr && stored != nullptr && txn != nullptr, KV_ERR_NULL_POINTER,
@@ -510,12 +517,7 @@ class OptimizerUpdater final : public Updater {
                           StrFormat("gradient of key %s", KeyName(key, str_key).c_str()));
     }
     const int dtype = stored->dtype();
-    if (IsIntegerDType(dtype)) {
-      KV_CHECK(def_.kind == Kind::kTest && hyper_.rescale_grad == 1, KV_ERR_NOT_SUPPORTED,
-               "optimizer %s cannot update key %s of integer dtype %s (only test with "
-               "rescale_grad=1 can)", def_.name, KeyName(key, str_key).c_str(),
-               DTypeName(dtype));
-    }
+    CheckDType(dtype, KeyName(key, str_key));
 
     KeyState* state = GetState(key, str_key, *stored);
     std::lock_guard<std::mutex> lock(state->mu);

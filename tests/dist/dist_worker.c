@@ -28,7 +28,8 @@
  *   api             errors and control calls: unknown key, shape/dtype mismatch, mixed key
  *                   kinds, commands to the servers' controller, barrier, dead-node count,
  *                   rank/size, bad optimizer spec, set_updater refused on a worker (its
- *                   free hook not run: the caller keeps user_data).
+ *                   free hook not run: the caller keeps user_data), a push mixing a key
+ *                   the optimizer refuses with a good one changes nothing.
  *   killed          worker 2 dies (SIGKILL) in the middle of round 1; the others must fail
  *                   within the timeout with an error naming worker 2 (prints SURVIVOR_OK);
  *                   afterwards every pull right behind the worker's own (refused) push
@@ -477,6 +478,25 @@ static int Api(KVStoreHandle kv) {
   OK(KVStorePull(kv, 1, &k, &a, 0));
   ExpectAll(a, 2.0 * n, "after errors", 0);
   for (int i = 0; i < 3; ++i) OK(KVStoreBarrier(kv));
+
+  /* A push call with a key the optimizer refuses (int32 under sgd) fails before any key of
+   * it is applied: the float key's value and momentum move only with the next good push. */
+  OK(KVStoreSetOptimizer(kv, "sgd(learning_rate=1,momentum=0.5)"));
+  const int mk[2] = {31, 32};
+  KVArrayHandle mv[2] = {NewArray(4, KV_FLOAT32), NewArray(4, KV_INT32)};
+  OK(KVStoreInit(kv, 2, mk, mv));
+  FillValue(mv[0], 1.0);
+  FillValue(mv[1], 1.0);
+  rc = KVStorePush(kv, 2, mk, mv, 0);
+  CHECK(rc == KV_ERR_NOT_SUPPORTED && strstr(KVGetLastError(), "key 32"),
+        "push of an int32 key under sgd: %s %s", KVErrorName(rc), KVGetLastError());
+  OK(KVStoreWaitAll(kv));
+  OK(KVStorePush(kv, 1, &mk[0], &mv[0], 0));
+  OK(KVStorePull(kv, 1, &mk[0], &mv[0], 0));
+  /* One applied round: mom = -lr * n, w = 0 + mom (two rounds would give -2.5 n). */
+  ExpectAll(mv[0], -1.0 * n, "sgd after a refused push", 0);
+  KVArrayFree(mv[0]);
+  KVArrayFree(mv[1]);
   OK(KVStoreSetBarrierBeforeExit(kv, 1));
   KVArrayFree(a);
   KVArrayFree(b);
