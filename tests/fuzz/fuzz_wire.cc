@@ -8,6 +8,16 @@
 // grown, dropped, duplicated or added, bytes of the string flipped. The rest are random
 // frames. A property violation aborts; the driver then names the message, and
 // `fuzz_wire --seed S --only I --dump FILE` writes its input for a debugger or libFuzzer.
+//
+// --server-flood TYPE: the same messages go to a live parameter server instead, from the
+// worker of a 1 x 1 open job (run_dist_test.py garbage: TEST_SERVER_PORT names the server's
+// port). Most claim to come from worker 0 and name the job's keys, so they reach the
+// server's request handlers (element ranges against the stored parts, dtypes, optimizer
+// specs, commands) rather than only its header check. A forged request may legitimately
+// change a value, so the test is that the server survives every message (sanitizers watch
+// it) and then still serves the worker's own init, push, pull and wait.
+#include <kvstore/kvstore.h>
+
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
@@ -17,6 +27,8 @@
 #include <string>
 #include <unistd.h>
 #include <vector>
+
+#include <zmq.hpp>
 
 #include "core/dtype.h"
 #include "dist/common.h"
@@ -40,6 +52,12 @@ struct Rng {
   int Int(int lo, int hi) { return lo + static_cast<int>(Next() % static_cast<uint64_t>(hi - lo + 1)); }
   bool Chance(int percent) { return Int(0, 99) < percent; }
 };
+
+bool g_flood = false;  // bias messages towards a server's handlers (see --server-flood)
+// --known dist-empty-value: no data message of zero elements reaches the server (a server
+// copies a zero-element value with memcpy from a null pointer, which UBSan reports; see
+// docs/RELIABILITY.md). Such messages become commands.
+bool g_no_empty_values = false;
 
 uint64_t Mix(uint64_t seed, uint64_t index) {
   Rng r{seed ^ (index * 0xD1B54A32D192ED03ull)};
@@ -115,6 +133,22 @@ std::string Generate(uint64_t seed, uint64_t index) {
   h.total = h.offset + h.count + r.Int(0, 10);
   h.arg = r.Int(-2, 5);
   h.flags = static_cast<uint32_t>(r.Int(0, 3));
+  if (g_flood && r.Chance(85)) {  // worker 0 of the job, about its keys (int 0..3, f32 (4,))
+    static const MsgType kToServer[] = {MsgType::kInit, MsgType::kPush, MsgType::kPull, MsgType::kPushPull,
+                                        MsgType::kCommand, MsgType::kSetOptimizer};
+    if (r.Chance(90)) h.type = static_cast<uint16_t>(kToServer[r.Int(0, 5)]);
+    if (r.Chance(70)) h.flags &= ~kvstore::dist::kFlagStrKey;
+    h.sender_role = 2;
+    h.sender_rank = 0;
+    h.flags |= kvstore::dist::kFlagSync;
+    if (r.Chance(60)) h.key = r.Int(0, 3);
+    if (r.Chance(50)) h.dtype = 0;
+    if (r.Chance(50)) {
+      h.offset = 0;
+      h.total = 4;
+      h.count = r.Chance(80) ? 4 : r.Int(0, 4);
+    }
+  }
   std::string str;
   switch (r.Int(0, 4)) {
     case 0: str = ""; break;
@@ -136,7 +170,7 @@ std::string Generate(uint64_t seed, uint64_t index) {
   h.payload_len = payload.size();
   h.num_frames = 1 + (str.empty() ? 0 : 1) + (payload.empty() ? 0 : 1);
   // Header mutations.
-  for (int k = r.Chance(30) ? 0 : r.Int(1, 3); k > 0; --k) {
+  for (int k = r.Chance(g_flood ? 60 : 30) ? 0 : r.Int(1, 3); k > 0; --k) {
     const int64_t b = Boundary(r);
     switch (r.Int(0, 13)) {
       case 0: h.magic = r.Chance(50) ? static_cast<uint32_t>(b) : h.magic ^ (1u << r.Int(0, 31)); break;
@@ -154,6 +188,10 @@ std::string Generate(uint64_t seed, uint64_t index) {
       case 12: h.payload_len = r.Chance(50) ? h.payload_len + static_cast<uint64_t>(r.Int(-1, 1)) : static_cast<uint64_t>(b); break;
       default: h.sender_rank = static_cast<int32_t>(b); break;
     }
+  }
+  if (g_no_empty_values && (h.total == 0 || h.count == 0) &&
+      h.type >= static_cast<uint16_t>(MsgType::kInit) && h.type <= static_cast<uint16_t>(MsgType::kPushPull)) {
+    h.type = static_cast<uint16_t>(MsgType::kCommand);
   }
   std::vector<std::string> frames;
   frames.emplace_back(reinterpret_cast<const char*>(&h), sizeof(h));
@@ -197,6 +235,111 @@ double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+#define FLOOD_OK(call)                                                                             \
+  do {                                                                                             \
+    const int rc_ = (call);                                                                        \
+    if (rc_ != 0) {                                                                                \
+      std::fprintf(stderr, "fuzz_wire: %s -> %s: %s\n", #call, KVErrorName(rc_), KVGetLastError()); \
+      std::exit(1);                                                                                \
+    }                                                                                              \
+  } while (0)
+
+// Reads every reply the server sent to the flood's socket (they are not checked).
+void Drain(zmq::socket_t& s) {
+  zmq::message_t part;
+  while (s.recv(part, zmq::recv_flags::dontwait)) {
+  }
+}
+
+// The job's own traffic: four int keys of float32 (4,), pushed and pulled.
+void WorkerRound(KVStoreHandle kv, KVArrayHandle v, KVArrayHandle o, int round) {
+  for (int key = 0; key < 4; ++key) {
+    FLOOD_OK(KVArrayFill(v, round + key));
+    FLOOD_OK(KVStorePush(kv, 1, &key, &v, 0));
+    FLOOD_OK(KVStorePull(kv, 1, &key, &o, 0));
+    FLOOD_OK(KVArrayWaitToRead(o));
+  }
+  FLOOD_OK(KVStoreWaitAll(kv));
+}
+
+int ServerFlood(const char* type, uint64_t seed, uint64_t messages, double seconds) {
+  const char* port = std::getenv("TEST_SERVER_PORT");
+  if (port == nullptr) {
+    std::fprintf(stderr, "fuzz_wire: --server-flood needs TEST_SERVER_PORT (run_dist_test.py garbage)\n");
+    return 2;
+  }
+  g_flood = true;
+  KVStoreHandle kv = nullptr;
+  FLOOD_OK(KVStoreCreate(type, &kv));
+  const int64_t len = 4;
+  KVArrayHandle v = nullptr, o = nullptr;
+  FLOOD_OK(KVArrayCreate(&len, 1, KV_FLOAT32, KV_CPU, 0, &v));
+  FLOOD_OK(KVArrayCreate(&len, 1, KV_FLOAT32, KV_CPU, 0, &o));
+  const int keys[4] = {0, 1, 2, 3};
+  const KVArrayHandle vals[4] = {v, v, v, v};
+  FLOOD_OK(KVStoreInit(kv, 4, keys, vals));
+  WorkerRound(kv, v, o, 0);
+  zmq::context_t ctx(1);
+  zmq::socket_t s(ctx, zmq::socket_type::dealer);
+  s.set(zmq::sockopt::linger, 0);
+  s.set(zmq::sockopt::sndhwm, 0);
+  s.connect(std::string("tcp://127.0.0.1:") + port);
+  const double start = Now();
+  uint64_t sent = 0;
+  for (g_index = 0; g_index < messages; ++g_index) {
+    if (seconds > 0 && (g_index & 255) == 0 && Now() - start >= seconds) break;
+    const std::string in = Generate(seed, g_index);
+    std::vector<std::string> frames;  // the input format of wire_target.h
+    for (size_t pos = 1; pos + 2 <= in.size() && frames.size() < kvstore::fuzz::kMaxFrames;) {
+      const size_t n = static_cast<uint8_t>(in[pos]) | static_cast<size_t>(static_cast<uint8_t>(in[pos + 1])) << 8;
+      frames.push_back(in.substr(pos + 2, n));
+      pos += 2 + n;
+    }
+    if (frames.empty()) continue;
+    for (size_t i = 0; i < frames.size(); ++i) {
+      s.send(zmq::buffer(frames[i]), i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    }
+    ++sent;
+    if ((g_index & 63) == 63) Drain(s);
+    // Every 4096 messages the job's own round must still complete.
+    if ((g_index & 4095) == 4095) WorkerRound(kv, v, o, static_cast<int>(g_index >> 12));
+  }
+  // A pull of key 0 as worker 0 on the flood's connection: the server handles one
+  // connection's messages in order, so its reply means every flood message was handled.
+  WireHeader h = kvstore::dist::MakeHeader(MsgType::kPull, kvstore::dist::Role::kWorker, 0);
+  h.req_id = 0xF100D0E5ull;
+  h.flags = kvstore::dist::kFlagSync;
+  h.key = 0;
+  h.dtype = KV_FLOAT32;
+  h.offset = 0;
+  h.total = h.count = 4;
+  h.num_frames = 1;
+  s.send(zmq::const_buffer(&h, sizeof(h)), zmq::send_flags::none);
+  bool answered = false;
+  for (const double deadline = Now() + 60; !answered && Now() < deadline;) {
+    zmq::pollitem_t item = {static_cast<void*>(s), 0, ZMQ_POLLIN, 0};
+    zmq::poll(&item, 1, std::chrono::milliseconds(500));
+    zmq::message_t part;
+    while (!answered && s.recv(part, zmq::recv_flags::dontwait)) {
+      WireHeader rh;
+      if (part.size() != sizeof(rh)) continue;
+      std::memcpy(&rh, part.data(), sizeof(rh));
+      answered = rh.type == static_cast<uint16_t>(MsgType::kReply) && rh.req_id == h.req_id;
+    }
+  }
+  if (!answered) {
+    std::fprintf(stderr, "fuzz_wire: the server did not answer a pull after the flood within 60 s\n");
+    return 1;
+  }
+  WorkerRound(kv, v, o, -1);
+  KVArrayFree(v);
+  KVArrayFree(o);
+  FLOOD_OK(KVStoreFree(kv));
+  std::printf("PASS fuzz_wire --server-flood %s: seed %llu, %llu messages to the server in %.1f s; it served the job throughout\n",
+              type, static_cast<unsigned long long>(seed), static_cast<unsigned long long>(sent), Now() - start);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -205,6 +348,7 @@ int main(int argc, char** argv) {
   double seconds = 0;
   int64_t only = -1;
   const char* dump = nullptr;
+  const char* flood = nullptr;
   std::vector<const char*> replay;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -214,18 +358,23 @@ int main(int argc, char** argv) {
     else if (a == "--seconds" && has) seconds = std::atof(argv[++i]);
     else if (a == "--only" && has) only = std::atoll(argv[++i]);
     else if (a == "--dump" && has) dump = argv[++i];
+    else if (a == "--server-flood" && has) flood = argv[++i];
+    else if (a == "--known" && has) g_no_empty_values = std::strstr(argv[++i], "dist-empty-value") != nullptr;
     else if (a[0] != '-') replay.push_back(argv[i]);
     else {
       std::fprintf(stderr,
                    "usage: fuzz_wire [--seed N] [--messages N] [--seconds S] [--only I [--dump FILE]] [INPUT...]\n"
+                   "       fuzz_wire --server-flood TYPE [--seed N] [--messages N] [--seconds S] [--known dist-empty-value]\n"
                    "  Decodes N generated messages (default 200000) or for S seconds; INPUT files\n"
-                   "  (libFuzzer artifacts, --dump output) are run as they are.\n");
+                   "  (libFuzzer artifacts, --dump output) are run as they are. --server-flood sends\n"
+                   "  them to the server of a 1 x 1 job instead (see the top of fuzz_wire.cc).\n");
       return 2;
     }
   }
   g_seed = seed;
   std::signal(SIGABRT, OnAbort);
   if (__sanitizer_set_death_callback) __sanitizer_set_death_callback(SayWhich);
+  if (flood) return ServerFlood(flood, seed, max_messages, seconds);
   if (!replay.empty()) {
     for (const char* path : replay) {
       FILE* f = std::fopen(path, "rb");
