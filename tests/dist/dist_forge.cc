@@ -96,8 +96,8 @@ void Send(zmq::socket_t& s, WireHeader h, const std::string& str, const std::str
   if (!payload.empty()) s.send(zmq::buffer(payload), zmq::send_flags::none);
 }
 
-// Frames that arrive on `s` within `ms` milliseconds.
-int CountReplies(zmq::socket_t& s, int ms) {
+// Frames that arrive on `s` within `ms` milliseconds (or, with `first`, until one arrives).
+int CountReplies(zmq::socket_t& s, int ms, bool first = false) {
   int frames = 0;
   const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
   for (;;) {
@@ -107,6 +107,7 @@ int CountReplies(zmq::socket_t& s, int ms) {
     zmq::poll(&item, 1, left);
     zmq::message_t m;
     while (s.recv(m, zmq::recv_flags::dontwait)) ++frames;
+    if (first && frames > 0) return frames;
   }
 }
 
@@ -263,15 +264,19 @@ bool PeerClosesOnFrame(int port, uint64_t declared, size_t send, int wait_ms) {
   return closed;
 }
 
-// A flood of malformed messages (a bad magic) from an open DEALER.
-void Flood(const std::string& endpoint, int count) {
+// A flood of malformed messages (a bad magic) from an open DEALER, then `probe`, a message
+// the node answers: a node handles one connection's messages in order, so once the answer is
+// here every message of the flood has been handled (and counted) by the node.
+void Flood(const std::string& endpoint, int count, WireHeader probe) {
   zmq::context_t ctx(1);
   zmq::socket_t s(ctx, zmq::socket_type::dealer);
-  s.set(zmq::sockopt::linger, 5000);
+  s.set(zmq::sockopt::linger, 0);
   s.connect(endpoint);
   WireHeader h = Header(MsgType::kHeartbeat, 0);
   h.magic ^= 1;
   for (int i = 0; i < count; ++i) s.send(zmq::const_buffer(&h, sizeof(h)), zmq::send_flags::none);
+  Send(s, probe, probe.type == static_cast<uint16_t>(MsgType::kRegister) ? "127.0.0.1" : "", "");
+  CHECK(CountReplies(s, 20000, true) > 0, "no answer from %s after the flood", endpoint.c_str());
 }
 
 std::vector<float> PullKey(KVStoreHandle kv, KVArrayHandle out) {
@@ -371,8 +376,16 @@ int main(int argc, char** argv) {
           "init of a key above the bound: %s: %s", KVErrorName(rc), KVGetLastError());
     KVArrayFree(big);
     OK(KVStoreInit(kv, 1, &big_key, &v));  // the key was not taken
-    Flood(sched_ep, 3000);
-    Flood(server_ep, 3000);
+    // The scheduler answers a REGISTER after the rendezvous with ABORT; the server answers
+    // a pull (the job is open, so the flood's socket may speak as worker 0).
+    Flood(sched_ep, 3000, Header(MsgType::kRegister, 0));
+    WireHeader pull = Header(MsgType::kPull, 0);
+    pull.key = kKey;
+    pull.dtype = KV_FLOAT32;
+    pull.total = kLen;
+    pull.count = kLen;
+    pull.flags = 2;  // sync
+    Flood(server_ep, 3000, pull);
   } else if (mode == "bounds") {
     const int big_key = 5;
     OK(KVStoreInit(kv, 1, &big_key, &v));
