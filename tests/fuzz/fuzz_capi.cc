@@ -4,7 +4,8 @@
 // creates one store of a random in-process type (local, device and their aliases; or, with
 // --dist, the distributed store of the job it was launched in) and makes random calls on it:
 // init, push, pull, pushpull and broadcast with int or string keys, C updaters that fail on
-// chosen keys (some after scribbling over the stored value), built-in optimizers from valid
+// chosen keys (some after scribbling over the stored value, some calling the store and
+// KVStoreFree from inside, which must be refused), built-in optimizers from valid
 // and malformed specs, the distributed-only setters and queries, and array calls. About a
 // third of the calls carry one injected fault: a NULL store, key list, array list, array or
 // string key, a negative count, the other key kind, an unknown key, a repeated or
@@ -19,7 +20,7 @@
 //   - every stored key is pulled: after a failed call it must be bit-identical to the
 //     bytes before the call ("a failed call changes nothing"), and after a successful one
 //     it must equal the model within the dtype's tolerance (exact for integer dtypes);
-//   - outputs of a failed pull, pushpull or broadcast still hold their sentinel bytes;
+//   - outputs of a failed pull, pushpull or broadcast still hold what they held before;
 //   - every callback registration is released exactly once (counted through free_fn).
 // A model of the optimizer state makes "a failed push moves no optimizer state" checkable:
 // the next successful push after a failed one must match a model in which the failed call
