@@ -132,24 +132,6 @@ class LocalStore final : public Store {
     ExecutePull(items);
   }
 
-  void Broadcast(const KeyList& vkeys, const Array* const* vals, const KeyList& okeys, Array* const* outs,
-                 int priority) override {
-    CheckNotInUpdater();
-    KV_CHECK(vkeys.kind == okeys.kind, KV_ERR_KEY_KIND_MISMATCH, "broadcast mixes int and string keys");
-    // Validate the outputs against the values they will receive before initialising.
-    std::unordered_map<std::string, int> source_of;  // first value given for each key name
-    for (int v = 0; v < vkeys.size; ++v) source_of.emplace(vkeys.Name(v), v);
-    for (int o = 0; o < okeys.size; ++o) {
-      const std::string name = okeys.Name(o);
-      auto it = source_of.find(name);
-      KV_CHECK(it != source_of.end(), KV_ERR_INVALID_ARGUMENT,
-               "broadcast: output key %s is not among the broadcast keys", name.c_str());
-      CheckSameShapeDType(*vals[it->second], *outs[o], "broadcast output of key " + name);
-    }
-    Init(vkeys, vals);
-    Pull(okeys, outs, priority);
-  }
-
   void SetUpdater(std::shared_ptr<Updater> updater) override {
     std::shared_ptr<Updater> old;
     {

@@ -42,6 +42,11 @@ namespace dist {
 
 namespace {
 
+// memcpy for values that may have no elements (their data pointers are then null).
+void CopyBytes(void* dst, const void* src, size_t n) {
+  if (n > 0) std::memcpy(dst, src, n);
+}
+
 struct Req {
   MsgType type;
   int rank;
@@ -341,7 +346,7 @@ void Server::HandleWorker(Message& m) {
       Reply(m.routing_id, m.h.req_id, e.code(), e.what());
       return;
     }
-    if (m.payload.size() > 0) std::memcpy(k->stored->array->data(), m.payload.data(), m.payload.size());
+    CopyBytes(k->stored->array->data(), m.payload.data(), m.payload.size());
     k->fifo.resize(static_cast<size_t>(num_workers_));
     Reply(m.routing_id, m.h.req_id, 0, "");
     return;
@@ -467,7 +472,7 @@ void Server::RunRound(KeyState* k) {
       srcs.push_back(p.data());
     } else {
       aligned.emplace_back((p.size() + sizeof(double) - 1) / sizeof(double));
-      std::memcpy(aligned.back().data(), p.data(), p.size());
+      CopyBytes(aligned.back().data(), p.data(), p.size());
       srcs.push_back(aligned.back().data());
     }
   }
@@ -491,7 +496,7 @@ void Server::RunRound(KeyState* k) {
       target = TakeTarget(k);
       if (!k->merged) k->merged = Array::Create({k->count}, k->dtype, Context{});
       CpuReduceSum(srcs.data(), num_srcs, k->merged->data(), k->count, k->dtype);
-      std::memcpy(target->array->data(), k->stored->data(), k->stored->size());
+      CopyBytes(target->array->data(), k->stored->data(), k->stored->size());
       Update(k, k->merged.get(), target->array.get());
     }
     if (k->stored->array) k->spare = std::move(k->stored);
@@ -523,12 +528,12 @@ void Server::ApplyAsync(KeyState* k, Req& r) {
       target->msg = std::move(r.payload);
     } else if (!has_updater) {
       target = TakeTarget(k);
-      std::memcpy(target->array->data(), r.payload.data(), r.payload.size());
+      CopyBytes(target->array->data(), r.payload.data(), r.payload.size());
     } else {
       target = TakeTarget(k);
       if (!k->merged) k->merged = Array::Create({k->count}, k->dtype, Context{});
-      std::memcpy(k->merged->data(), r.payload.data(), r.payload.size());
-      std::memcpy(target->array->data(), k->stored->data(), k->stored->size());
+      CopyBytes(k->merged->data(), r.payload.data(), r.payload.size());
+      CopyBytes(target->array->data(), k->stored->data(), k->stored->size());
       Update(k, k->merged.get(), target->array.get());
     }
     if (k->stored->array) k->spare = std::move(k->stored);

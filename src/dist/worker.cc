@@ -443,6 +443,9 @@ void WorkerStore::Init(const KeyList& keys, const Array* const* vals) {
                "key %s appears twice in one init", keys.Name(i).c_str());
       KV_CHECK(keys_.count(id) == 0, KV_ERR_DUPLICATE_KEY, "key %s is already initialised",
                keys.Name(i).c_str());
+      // The wire names a string key by its text, so the text cannot be empty.
+      KV_CHECK(keys.kind != KeyKind::kStr || keys.strs[i][0] != '\0', KV_ERR_INVALID_ARGUMENT,
+               "key \"\": a distributed store needs non-empty string keys");
       KV_CHECK(vals[i]->ctx().is_cpu() || vals[i]->ctx().is_gpu(), KV_ERR_DEVICE, "bad context");
       CheckPartsFit(PlanParts(keys.kind == KeyKind::kStr, keys.kind == KeyKind::kStr ? 0 : keys.ints[i],
                               keys.kind == KeyKind::kStr ? keys.strs[i] : std::string(),

@@ -199,6 +199,13 @@ static int Data(KVStoreHandle kv, const char* scenario, int rounds, int str) {
     outs2[i] = MakeKeyArray(i);
     FillValue(vals[i], 1.0);
   }
+  if (str) {
+    /* The wire names a string key by its text: the empty key is refused at once. */
+    const char* empty = "";
+    const int rc = KVStoreInitStr(kv, 1, &empty, &vals[0]);
+    CHECK(rc == KV_ERR_INVALID_ARGUMENT && strstr(KVGetLastError(), "non-empty"),
+          "init of the key \"\": %s %s", KVErrorName(rc), KVGetLastError());
+  }
   if (momentum) {
     OK(KVStoreSetOptimizer(kv, "sgd(learning_rate=0.5,momentum=0.5)"));
   } else if (!assign) {

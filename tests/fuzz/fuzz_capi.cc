@@ -230,22 +230,6 @@ struct Run {
   // totals
   uint64_t calls = 0, calls_failed = 0, sessions = 0, verify_pulls = 0, elements_checked = 0;
   uint64_t updater_runs = 0;
-  // --known: defects not fixed yet that the run steps around (off by default).
-  // optimizer-state (issue 10, defect 8: a failed push advances the optimizer state of the
-  //   keys before the failing one): the keys of a failed push under sgd with momentum are
-  //   adopted unchecked until the next optimizer is set.
-  // dist-broadcast (a distributed worker's broadcast initialises its keys before it checks
-  //   the outputs, so a bad output fails the call after the keys were created): broadcasts
-  //   on --dist stores carry no output faults.
-  // dist-empty-name (a distributed worker accepts the string key "", which the wire format
-  //   cannot carry: the server drops the init as malformed and the worker times out with
-  //   the key registered): --dist stores get no "" key.
-  // dist-empty-value (a server copies a zero-element value with memcpy from a null
-  //   pointer, which UBSan reports): --dist stores get no zero-element values.
-  bool lax_optimizer_state = false;
-  bool no_dist_broadcast_output_faults = false;
-  bool no_dist_empty_name = false;
-  bool no_dist_empty_value = false;
 } g_run;
 
 void Note(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -338,11 +322,9 @@ std::vector<double> GenValues(Rng& r, int dt, int64_t n) {
   return v;
 }
 
-bool g_no_empty_values = false;  // set for --dist --known dist-empty-value
-
 Shape GenShape(Rng& r) {
   Shape s(static_cast<size_t>(r.Int(0, 3)));
-  for (int64_t& d : s) d = r.Chance(g_no_empty_values ? 0 : 4) ? 0 : r.Int(1, 3);
+  for (int64_t& d : s) d = r.Chance(4) ? 0 : r.Int(1, 3);
   return s;
 }
 
@@ -447,7 +429,6 @@ struct KeyModel {
   std::vector<double> val;  // the value, adopted from `bytes` after every check
   std::string bytes;        // exactly what the store held at the last check
   std::vector<double> mom;  // sgd momentum; empty until the optimizer's first update
-  bool mom_unknown = false; // --lax-optimizer-state: a failed push may have moved `mom`
   KVArrayHandle out = nullptr;  // for the pulls of the checks
   std::string Display() const { return is_str ? "\"" + name + "\"" : std::to_string(id); }
 };
@@ -508,7 +489,6 @@ int ModelUpdate(const StoreModel& m, const KeyModel& k, const std::vector<double
       // The reference's fused sgd operators take float32 hyper-parameters, for float64
       // weights too: g' = clip(rescale * g) + wd * w; mom = momentum * mom - lr * g'; w += mom.
       if (IsInt(dt)) return KV_ERR_NOT_SUPPORTED;
-      if (k.mom_unknown) *unchecked = true;
       // One volatile float per value: GCC 12.2's basic-block SLP vectoriser at -O2 drops the
       // rounding of a straight-line group of (double)(float)x conversions.
       auto f32 = [](double x) {
@@ -660,7 +640,7 @@ KeyRef FreshKey(Rng& r, StoreModel& m, bool is_str, const std::set<KeyRef>& take
     k.is_str = is_str;
     if (is_str) k.s = r.Chance(85) ? r.Pick(kNamePool) : "k" + std::to_string(r.Int(0, 1000));
     else k.i = r.Chance(95) ? r.Int(-5, 60) : (r.Chance(50) ? INT_MAX : INT_MIN);
-    if (is_str && k.s.empty() && m.dist && g_run.no_dist_empty_name) continue;
+    if (is_str && k.s.empty() && m.dist) continue;  // refused by dist stores (dist_api)
     if (m.Find(is_str, k.i, k.s) == nullptr && taken.count(k) == 0) return k;
   }
 }
@@ -900,14 +880,6 @@ int ModelPush(StoreModel& m, const CallList& l, PushPlan* p) {
   return 0;
 }
 
-// After a failed push: what --lax-optimizer-state stops checking (see Run).
-void ForgetOptimizerState(StoreModel& m, const CallList& l) {
-  if (!g_run.lax_optimizer_state || m.upd.kind != UKind::kSgd || m.upd.momentum == 0) return;
-  for (const KeyRef& ref : l.keys) {
-    if (KeyModel* k = m.Find(l.is_str, ref.i, ref.s)) k->mom_unknown = true;
-  }
-}
-
 void CommitPush(PushPlan& p) {
   for (KeyModel* k : p.order) {
     k->val = p.out[k];
@@ -941,7 +913,6 @@ void OpPush(Rng& r, StoreModel& m) {
     CommitPush(plan);
     Verify(m, std::set<KeyModel*>(plan.order.begin(), plan.order.end()), plan.unchecked);
   } else {
-    ForgetOptimizerState(m, l);
     VerifyAll(m);
   }
 }
@@ -1093,7 +1064,6 @@ void OpPushPull(Rng& r, StoreModel& m) {
     CommitPush(plan);
     Verify(m, std::set<KeyModel*>(plan.order.begin(), plan.order.end()), plan.unchecked);
   } else {
-    if (!v.null_keys && !v.negative) ForgetOptimizerState(m, v);
     VerifyAll(m);
   }
   if (!o.negative && !o.null_keys && !o.null_arrays && !v.negative && !v.null_keys && !v.null_arrays) {
@@ -1104,9 +1074,7 @@ void OpPushPull(Rng& r, StoreModel& m) {
 void OpBroadcast(Rng& r, StoreModel& m) {
   bool is_str = CallKind(r, m);
   std::vector<Fault> opts = {kNullStore, kNegNum, kNullKeys, kNullArrays, kNullArray, kRepeatInInit};
-  if (!m.dist || !g_run.no_dist_broadcast_output_faults) {
-    opts.insert(opts.end(), {kOutNotListed, kWrongShape, kWrongDType});
-  }
+  opts.insert(opts.end(), {kOutNotListed, kWrongShape, kWrongDType});
   if (is_str) opts.push_back(kNullStrKey);
   if (m.kind) opts.push_back(kWrongKind);
   if (m.NumKeys() > 0) opts.push_back(kExisting);
@@ -1330,7 +1298,6 @@ void OpSetOptimizer(Rng& r, StoreModel& m) {
     m.upd = u;
     for (KeyModel* k : m.All()) {  // a new optimizer starts from zero state
       k->mom.clear();
-      k->mom_unknown = false;
     }
   }
   CheckRegs(m);
@@ -1665,11 +1632,10 @@ void RunSession(const Options& o, uint64_t session, double deadline) {
 [[noreturn]] void Usage() {
   std::fprintf(stderr,
                "usage: fuzz_capi [--seed N] [--calls N] [--seconds S] [--session K] [--trace]\n"
-               "                 [--dist TYPE] [--known optimizer-state,dist-broadcast,...]\n"
+               "                 [--dist TYPE]\n"
                "  Random C ABI calls against a shadow model; stops after N calls (default 20000)\n"
                "  or S seconds, whichever comes first. --session K replays one session of the seed.\n"
-               "  --dist TYPE runs one session on a distributed store (inside kvstore-launch).\n"
-               "  --known LIST steps around defects not fixed yet (see g_run in the source).\n");
+               "  --dist TYPE runs one session on a distributed store (inside kvstore-launch).\n");
   std::exit(2);
 }
 
@@ -1690,18 +1656,10 @@ int main(int argc, char** argv) {
     else if (a == "--session") o.only_session = std::atoll(next());
     else if (a == "--dist") o.dist_type = next();
     else if (a == "--trace") g_run.trace = true;
-    else if (a == "--known") {
-      const std::string list = std::string(",") + next() + ",";
-      g_run.lax_optimizer_state = list.find(",optimizer-state,") != std::string::npos;
-      g_run.no_dist_broadcast_output_faults = list.find(",dist-broadcast,") != std::string::npos;
-      g_run.no_dist_empty_name = list.find(",dist-empty-name,") != std::string::npos;
-      g_run.no_dist_empty_value = list.find(",dist-empty-value,") != std::string::npos;
-    }
     else Usage();
   }
   g_run.seed = o.seed;
   if (!o.dist_type.empty()) g_dtypes = &kFloatDTypes;
-  g_no_empty_values = !o.dist_type.empty() && g_run.no_dist_empty_value;
   if (std::strcmp(KVErrorName(-19), "KV_ERR_BUSY") == 0) g_busy_code = -19;
   std::printf("fuzz_capi: seed %" PRIu64 ", up to %" PRIu64 " calls%s%s\n", o.seed, o.max_calls,
               o.seconds > 0 ? ", time-bounded" : "", o.dist_type.empty() ? "" : (", store " + o.dist_type).c_str());

@@ -54,10 +54,6 @@ struct Rng {
 };
 
 bool g_flood = false;  // bias messages towards a server's handlers (see --server-flood)
-// --known dist-empty-value: no data message of zero elements reaches the server (a server
-// copies a zero-element value with memcpy from a null pointer, which UBSan reports; see
-// docs/RELIABILITY.md). Such messages become commands.
-bool g_no_empty_values = false;
 
 uint64_t Mix(uint64_t seed, uint64_t index) {
   Rng r{seed ^ (index * 0xD1B54A32D192ED03ull)};
@@ -188,10 +184,6 @@ std::string Generate(uint64_t seed, uint64_t index) {
       case 12: h.payload_len = r.Chance(50) ? h.payload_len + static_cast<uint64_t>(r.Int(-1, 1)) : static_cast<uint64_t>(b); break;
       default: h.sender_rank = static_cast<int32_t>(b); break;
     }
-  }
-  if (g_no_empty_values && (h.total == 0 || h.count == 0) &&
-      h.type >= static_cast<uint16_t>(MsgType::kInit) && h.type <= static_cast<uint16_t>(MsgType::kPushPull)) {
-    h.type = static_cast<uint16_t>(MsgType::kCommand);
   }
   std::vector<std::string> frames;
   frames.emplace_back(reinterpret_cast<const char*>(&h), sizeof(h));
@@ -359,12 +351,11 @@ int main(int argc, char** argv) {
     else if (a == "--only" && has) only = std::atoll(argv[++i]);
     else if (a == "--dump" && has) dump = argv[++i];
     else if (a == "--server-flood" && has) flood = argv[++i];
-    else if (a == "--known" && has) g_no_empty_values = std::strstr(argv[++i], "dist-empty-value") != nullptr;
     else if (a[0] != '-') replay.push_back(argv[i]);
     else {
       std::fprintf(stderr,
                    "usage: fuzz_wire [--seed N] [--messages N] [--seconds S] [--only I [--dump FILE]] [INPUT...]\n"
-                   "       fuzz_wire --server-flood TYPE [--seed N] [--messages N] [--seconds S] [--known dist-empty-value]\n"
+                   "       fuzz_wire --server-flood TYPE [--seed N] [--messages N] [--seconds S]\n"
                    "  Decodes N generated messages (default 200000) or for S seconds; INPUT files\n"
                    "  (libFuzzer artifacts, --dump output) are run as they are. --server-flood sends\n"
                    "  them to the server of a 1 x 1 job instead (see the top of fuzz_wire.cc).\n");

@@ -324,25 +324,6 @@ class NcclStore final : public Store {
     Distribute(ogroups, outs, primaries);
   }
 
-  void Broadcast(const KeyList& vkeys, const Array* const* vals, const KeyList& okeys,
-                 Array* const* outs, int priority) override {
-    CheckNotInUpdater();
-    KV_CHECK(vkeys.kind == okeys.kind, KV_ERR_KEY_KIND_MISMATCH,
-             "broadcast mixes int and string keys");
-    for (int o = 0; o < okeys.size; ++o) {  // validate before initialising anything
-      const std::string name = okeys.Name(o);
-      int source = -1;
-      for (int v = 0; v < vkeys.size && source < 0; ++v) {
-        if (vkeys.Name(v) == name) source = v;
-      }
-      KV_CHECK(source >= 0, KV_ERR_INVALID_ARGUMENT,
-               "broadcast: output key %s is not among the broadcast keys", name.c_str());
-      CheckSameShapeDType(*vals[source], *outs[o], "broadcast output of key " + name);
-    }
-    Init(vkeys, vals);
-    Pull(okeys, outs, priority);
-  }
-
   void SetUpdater(std::shared_ptr<Updater> updater) override {
     const bool set = updater != nullptr;
     inner_->SetUpdater(std::move(updater));
