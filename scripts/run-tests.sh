@@ -2,7 +2,8 @@
 # Builds kvstore and runs every test suite:
 #  1. the default configuration (CUDA paths compiled and linked when nvcc exists; GPU tests
 #     skip themselves without a GPU) with every binding: the whole ctest suite;
-#  2. the core, unit and distributed suites again under ASan+UBSan;
+#  2. the core, unit and distributed suites again under ASan+UBSan, and the Python binding's
+#     suite against that library;
 #  3. the threaded stress tests under TSan, with the distributed cases whose threads hand
 #     arrays to each other (zero-copy push/pull, a killed server, a sync job).
 # Usage: scripts/run-tests.sh [build-root]   (default: ./build-ci)
@@ -27,6 +28,15 @@ cmake --build "$root/asan" -j"$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   ctest --test-dir "$root/asan" --output-on-failure -j"$jobs" -L 'core|unit|dist' -LE 'install|seeds|train' \
   -E 'python' --timeout 600
+
+# The Python binding's suite (pure Python over ctypes) against the ASan+UBSan library: the
+# interpreter gets the ASan runtime, and libstdc++ for its exception interceptor, preloaded;
+# leak detection is off (the interpreter itself keeps memory until exit).
+echo "== Python binding against the ASan+UBSan library"
+LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libstdc++.so)" \
+  ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+  KVSTORE_LIBRARY="$PWD/$root/asan/libkvstore.so.0" PYTHONPATH="$PWD/bindings/python" \
+  $py -m pytest -q -p no:cacheprovider bindings/python/tests
 
 echo "== TSan build ($root/tsan)"
 cmake -S . -B "$root/tsan" -DCMAKE_BUILD_TYPE=Debug -DKVSTORE_SANITIZE=thread \
