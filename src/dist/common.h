@@ -105,7 +105,7 @@ class RateLimitedLog {
   static constexpr double kPeriodSec = 10;
   explicit RateLimitedLog(const char* what) : what_(what) {}
   ~RateLimitedLog();  // the unreported count, if any
-  void Event(const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+  void Event(const char* fmt, ...) __attribute__((format(printf, 2, 3), nonnull(2)));
 
  private:
   const char* what_;  // "dropped messages"
