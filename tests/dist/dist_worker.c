@@ -517,16 +517,24 @@ static double Now(void) {
   return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static int Killed(KVStoreHandle kv) {
-  const int keys[2] = {1, 2};
-  KVArrayHandle v[2] = {NewArray(16, KV_FLOAT32), NewArray(16, KV_FLOAT32)};
-  KVArrayHandle o[2] = {NewArray(16, KV_FLOAT32), NewArray(16, KV_FLOAT32)};
+/* Makes values v and outputs o of 16 floats for two keys, inits the keys and completes
+ * round 0 on every worker (the start of the killed-node scenarios). */
+static void StartTwoKeys(KVStoreHandle kv, const int keys[2], KVArrayHandle v[2], KVArrayHandle o[2]) {
+  for (int i = 0; i < 2; ++i) {
+    v[i] = NewArray(16, KV_FLOAT32);
+    o[i] = NewArray(16, KV_FLOAT32);
+  }
   OK(KVStoreInit(kv, 2, keys, v));
-  /* Round 0 completes for everyone. */
   OK(KVStorePush(kv, 2, keys, v, 0));
   OK(KVStorePull(kv, 2, keys, o, 0));
   OK(KVStoreWaitAll(kv));
   OK(KVStoreBarrier(kv));
+}
+
+static int Killed(KVStoreHandle kv) {
+  const int keys[2] = {1, 2};
+  KVArrayHandle v[2], o[2];
+  StartTwoKeys(kv, keys, v, o);
   if (g_rank == 2) {
     /* Mid-round: push key 1 only, make sure it left, then die without any goodbye. */
     OK(KVStorePush(kv, 1, &keys[0], &v[0], 0));
@@ -583,17 +591,12 @@ static int KilledServer(KVStoreHandle kv) {
   OK(KVStoreGetGroupSize(kv, &n));
   /* With 2 servers, small int key k lives on server k % 2. */
   const int keys[2] = {4, 5};
-  KVArrayHandle v[2] = {NewArray(16, KV_FLOAT32), NewArray(16, KV_FLOAT32)};
-  KVArrayHandle o[2] = {NewArray(16, KV_FLOAT32), NewArray(16, KV_FLOAT32)};
-  OK(KVStoreInit(kv, 2, keys, v));
+  KVArrayHandle v[2], o[2];
+  StartTwoKeys(kv, keys, v, o);
   /* Key 7 (odd: server 1), 80 KiB: pushed without a copy. */
   const int big_key = 7;
   KVArrayHandle big = NewArray(20000, KV_FLOAT32);
   OK(KVStoreInit(kv, 1, &big_key, &big));
-  OK(KVStorePush(kv, 2, keys, v, 0));
-  OK(KVStorePull(kv, 2, keys, o, 0));
-  OK(KVStoreWaitAll(kv));
-  OK(KVStoreBarrier(kv));
   const double t0 = Now();
   if (g_rank == 0) {
     /* Command 99 makes server 1 kill itself before it answers. */
@@ -734,13 +737,8 @@ static void* SchedulerSuicideWatch(void* arg) {
 
 static int KilledScheduler(KVStoreHandle kv) {
   const int keys[2] = {4, 5}; /* one key per server */
-  KVArrayHandle v[2] = {NewArray(16, KV_FLOAT32), NewArray(16, KV_FLOAT32)};
-  KVArrayHandle o[2] = {NewArray(16, KV_FLOAT32), NewArray(16, KV_FLOAT32)};
-  OK(KVStoreInit(kv, 2, keys, v));
-  OK(KVStorePush(kv, 2, keys, v, 0));
-  OK(KVStorePull(kv, 2, keys, o, 0));
-  OK(KVStoreWaitAll(kv));
-  OK(KVStoreBarrier(kv));
+  KVArrayHandle v[2], o[2];
+  StartTwoKeys(kv, keys, v, o);
   if (g_rank == 0) {
     char path[128];
     SchedulerFlag(path, sizeof path);
