@@ -280,8 +280,9 @@ KVSTORE_API int KVStoreGetType(KVStoreHandle store, const char** out_type);
 
 /* Initialises keys with copies of `vals`. Keys in one call must be distinct and not yet
  * initialised. The updater never runs at init.
- * Errors: NULL_POINTER, INVALID_ARGUMENT (num < 0, key repeated in the call),
- * DUPLICATE_KEY, KEY_KIND_MISMATCH, OUT_OF_MEMORY, and distributed errors. */
+ * Errors: NULL_POINTER, INVALID_ARGUMENT (num < 0, key repeated in the call, the string key
+ * "" on a distributed store), DUPLICATE_KEY, KEY_KIND_MISMATCH, OUT_OF_MEMORY, and
+ * distributed errors. */
 KVSTORE_API int KVStoreInit(KVStoreHandle store, int num, const int* keys,
                             const KVArrayHandle* vals);
 KVSTORE_API int KVStoreInitStr(KVStoreHandle store, int num, const char* const* keys,
