@@ -743,7 +743,6 @@ void WorkerStore::PushPull(const KeyList& vkeys, const Array* const* vals, const
              KV_ERR_KEY_KIND_MISMATCH, "pushpull mixes int and string keys");
     auto pushed = GroupByKey(vkeys, vals, "pushpull", "value");
     auto pulled = GroupByKey(okeys, outs, "pushpull", "output");
-    CheckPushable(pushed);
     std::unordered_map<const KeyMeta*, size_t> index;
     for (auto& g : pushed) {
       index.emplace(g.first, groups.size());
@@ -759,6 +758,7 @@ void WorkerStore::PushPull(const KeyList& vkeys, const Array* const* vals, const
       KV_CHECK(!g.outs.empty(), KV_ERR_INVALID_ARGUMENT,
                "pushpull: pushed key %s has no output", g.m->display.c_str());
     }
+    CheckPushable(pushed);  // after the argument checks, as in-process stores order them
   }
   std::vector<std::shared_ptr<SharedBuf>> bufs =
       GatherAll(groups, [](const Group& g) { return g.m; }, [](const Group& g) -> const auto& { return g.vals; });
