@@ -40,10 +40,7 @@
 
 #include "dist/common.h"  // the documented wire header layout
 #include "kvstore/kvstore.h"
-#if __has_include("dist/security.h")
 #include "dist/security.h"  // the job's key derivation (the ZAP case needs the listening key)
-#define FORGE_HAVE_KEYS 1
-#endif
 
 using kvstore::dist::MsgType;
 using kvstore::dist::Role;
@@ -324,7 +321,6 @@ int main(int argc, char** argv) {
     Z85Pair(other.server_key, unused);
     Z85Pair(other.public_key, other.secret_key);
     forgers.push_back(other);
-#ifdef FORGE_HAVE_KEYS
     // Knows the job's listening key (it is public in CurveZMQ's model) but not the secret:
     // the handshake completes and the ZAP handler must refuse the member key.
     const char* secret = std::getenv("KVSTORE_JOB_SECRET");
@@ -335,7 +331,6 @@ int main(int argc, char** argv) {
     std::memcpy(zap.server_key, keys.listen_public, 32);
     Z85Pair(zap.public_key, zap.secret_key);
     forgers.push_back(zap);
-#endif
     for (const Forger& f : forgers) {
       CHECK(Forge(f, server_ep, n) == 0, "a forger (%s) read an answer from the server", f.what);
       std::vector<float> got = PullKey(kv, o);
