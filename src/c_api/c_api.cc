@@ -74,10 +74,20 @@ kvstore::Shape ToShape(const int64_t* dims, int ndim) {
   return kvstore::Shape(dims, dims + ndim);
 }
 
-// The arrays of one call, validated and held in use until the call returns.
+// The arrays of one call, validated; arrays[0, entered) hold their call gates until the
+// call returns (one vector: no allocation per array on the push/pull path).
 struct CallArrays {
   std::vector<Array*> arrays;
-  std::vector<InCall> in_use;
+  size_t entered = 0;
+
+  CallArrays() = default;
+  CallArrays(CallArrays&& o) noexcept : arrays(std::move(o.arrays)), entered(o.entered) { o.entered = 0; }
+  CallArrays(const CallArrays&) = delete;
+  CallArrays& operator=(const CallArrays&) = delete;
+  CallArrays& operator=(CallArrays&&) = delete;
+  ~CallArrays() {
+    for (size_t i = 0; i < entered; ++i) arrays[i]->call_gate().Leave();
+  }
   Array* const* data() { return arrays.data(); }
 };
 
@@ -92,15 +102,17 @@ CallArrays CheckList(const KeyList& keys, const KVArrayHandle* arrays, const cha
            KV_ERR_NULL_POINTER, "%s keys is NULL with count %d", what, keys.size);
   KV_CHECK(arrays != nullptr, KV_ERR_NULL_POINTER, "%s arrays is NULL with count %d", what, keys.size);
   out.arrays.resize(static_cast<size_t>(keys.size));
-  out.in_use.reserve(static_cast<size_t>(keys.size));
   for (int i = 0; i < keys.size; ++i) {
     if (keys.kind == kvstore::KeyKind::kStr) {
       KV_CHECK(keys.strs[i] != nullptr, KV_ERR_NULL_POINTER, "%s key %d is NULL", what, i);
     }
     KV_CHECK(arrays[i] != nullptr, KV_ERR_NULL_POINTER, "%s array %d (key %s) is NULL", what, i,
              keys.Name(i).c_str());
-    out.in_use.emplace_back(arrays[i]->call_gate(), "array");
-    out.arrays[i] = outputs ? ReadyToWrite(arrays[i]) : Ready(arrays[i]);
+    arrays[i]->call_gate().Enter("array");
+    out.arrays[i] = arrays[i];  // left by ~CallArrays, also when the wait below throws
+    ++out.entered;
+    if (outputs) ReadyToWrite(arrays[i]);
+    else Ready(arrays[i]);
   }
   return out;
 }

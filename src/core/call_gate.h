@@ -33,6 +33,16 @@ class CallGate {
     CallGate* gate_;
   };
 
+  // Enter before a call uses the handle (throws INVALID_ARGUMENT when it is being freed),
+  // Leave once it returned; Scope pairs them for one handle.
+  void Enter(const char* what) {
+    if (state_.fetch_add(kCall, std::memory_order_acquire) & kClosed) {
+      state_.fetch_sub(kCall, std::memory_order_release);
+      KV_FAIL(KV_ERR_INVALID_ARGUMENT, "%s is being freed", what);
+    }
+  }
+  void Leave() { state_.fetch_sub(kCall, std::memory_order_release); }
+
   // Marks the handle as being freed. Throws BUSY naming `what` and the number of running
   // calls when any call holds the gate (the handle is then left usable).
   void Close(const char* what) {
@@ -48,14 +58,6 @@ class CallGate {
  private:
   static constexpr unsigned kClosed = 1;
   static constexpr unsigned kCall = 2;
-
-  void Enter(const char* what) {
-    if (state_.fetch_add(kCall, std::memory_order_acquire) & kClosed) {
-      state_.fetch_sub(kCall, std::memory_order_release);
-      KV_FAIL(KV_ERR_INVALID_ARGUMENT, "%s is being freed", what);
-    }
-  }
-  void Leave() { state_.fetch_sub(kCall, std::memory_order_release); }
 
   std::atomic<unsigned> state_{0};  // kCall * running calls | kClosed
 };
