@@ -32,6 +32,7 @@
 
 #include "core/dtype.h"
 #include "dist/common.h"
+#include "rng.h"
 #include "wire_target.h"
 
 using kvstore::dist::MsgType;
@@ -41,25 +42,11 @@ extern "C" void __sanitizer_set_death_callback(void (*)(void)) __attribute__((we
 
 namespace {
 
-struct Rng {
-  uint64_t state;
-  uint64_t Next() {
-    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  int Int(int lo, int hi) { return lo + static_cast<int>(Next() % static_cast<uint64_t>(hi - lo + 1)); }
-  bool Chance(int percent) { return Int(0, 99) < percent; }
-};
+using kvstore_fuzz::Mix;
+using kvstore_fuzz::Rng;
 
 bool g_flood = false;  // bias messages towards a server's handlers (see --server-flood)
 
-uint64_t Mix(uint64_t seed, uint64_t index) {
-  Rng r{seed ^ (index * 0xD1B54A32D192ED03ull)};
-  r.Next();
-  return r.Next();
-}
 
 int64_t Boundary(Rng& r) {
   static const int64_t v[] = {0, 1, -1, 2, 7, 8, 64, 255, 256, 1000, 65535, 65536, INT32_MAX, INT32_MIN,
