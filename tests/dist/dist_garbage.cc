@@ -22,26 +22,12 @@
 #include <vector>
 
 #include "dist/common.h"  // the documented wire header layout
+#include "fatal_check.h"
 #include "kvstore/kvstore.h"
 
 using kvstore::dist::MsgType;
 using kvstore::dist::Role;
 using kvstore::dist::WireHeader;
-
-#define CHECK(cond, ...)                                   \
-  do {                                                     \
-    if (!(cond)) {                                         \
-      std::fprintf(stderr, "FAIL line %d: ", __LINE__);    \
-      std::fprintf(stderr, __VA_ARGS__);                   \
-      std::fprintf(stderr, "\n");                          \
-      std::exit(1);                                        \
-    }                                                      \
-  } while (0)
-#define OK(call)                                                                       \
-  do {                                                                                 \
-    int rc_ = (call);                                                                  \
-    CHECK(rc_ == 0, "%s -> %s: %s", #call, KVErrorName(rc_), KVGetLastError());        \
-  } while (0)
 
 namespace {
 

@@ -10,19 +10,10 @@
 
 #include "dist/common.h"
 #include "dist/security.h"
+#include "fatal_check.h"
 
 using namespace kvstore;
 using namespace kvstore::dist;
-
-#define CHECK(cond, ...)                                   \
-  do {                                                     \
-    if (!(cond)) {                                         \
-      std::fprintf(stderr, "FAIL line %d: ", __LINE__);    \
-      std::fprintf(stderr, __VA_ARGS__);                   \
-      std::fprintf(stderr, "\n");                          \
-      std::exit(1);                                        \
-    }                                                      \
-  } while (0)
 
 namespace {
 
