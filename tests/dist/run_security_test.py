@@ -25,21 +25,15 @@ Every launch is bounded; a hang is a failure.
 import os
 import re
 import secrets
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from run_dist_test import free_port  # noqa: E402  (the driver next to this one)
+
 MAX_SEC = 90
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def launch(launcher, workers, servers, env, server_cmd, cmd, port=None):
