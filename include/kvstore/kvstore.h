@@ -182,6 +182,11 @@ KVSTORE_API int KVArrayGetContext(KVArrayHandle array, int* out_dev_type, int* o
 /* Size in bytes of one element of `dtype`, or 0 for an unknown dtype. Never fails. */
 KVSTORE_API size_t KVDTypeSize(int dtype);
 
+/* The name of `dtype` as the reference spells it ("float32", "float16", "uint8", ...), or
+ * NULL for a value not in KVDType; static storage. Bindings derive their dtype tables from
+ * it by asking every value in [0, 16). Never fails. */
+KVSTORE_API const char* KVDTypeName(int dtype);
+
 /* Address of the element data of a CPU array, for zero-copy access from bindings (numpy,
  * NIO buffers). The pointer stays valid until the array is freed; the caller must respect
  * the threading rule above. Waits for pending asynchronous writes (see

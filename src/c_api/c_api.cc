@@ -213,6 +213,10 @@ const char* KVErrorName(int code) {
 
 size_t KVDTypeSize(int dtype) { return kvstore::DTypeSize(dtype); }
 
+const char* KVDTypeName(int dtype) {
+  return kvstore::IsValidDType(dtype) ? kvstore::DTypeName(dtype) : nullptr;
+}
+
 /* ---- arrays ---- */
 
 int KVArrayCreate(const int64_t* shape, int ndim, int dtype, int dev_type, int dev_id, KVArrayHandle* out) {

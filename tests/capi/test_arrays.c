@@ -193,6 +193,8 @@ static void test_misc(void) {
   CHECK(strcmp(KVErrorName(-999), "KV_ERR_UNKNOWN") == 0);
   CHECK(KVHasFeature(12345) == 0);
   CHECK(KVDTypeSize(KV_FLOAT16) == 2 && KVDTypeSize(5) == 0);
+  CHECK(strcmp(KVDTypeName(KV_FLOAT16), "float16") == 0 && strcmp(KVDTypeName(KV_INT64), "int64") == 0);
+  CHECK(KVDTypeName(5) == NULL && KVDTypeName(-1) == NULL && KVDTypeName(1 << 20) == NULL);
   CHECK_ERR(KVGetGpuCount(NULL), KV_ERR_NULL_POINTER, "out_count");
   KVArrayHandle a = make_f32(1, 0);
   CHECK_OK(KVArrayWaitToRead(a));
