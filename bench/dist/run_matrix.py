@@ -45,7 +45,7 @@ def main():
     results = {c: [] for c in configs}
     for run in range(a.runs):
         for w, s in configs:
-            # Open jobs, as every matrix in PERFORMANCE-dist.md was measured (kvstore-launch
+            # Open jobs, as every figure in docs/PERFORMANCE.md was measured (kvstore-launch
             # secures a job by default; secure_ab.py measures what that costs).
             argv = [sys.executable, "tools/kvstore-launch", "-n", str(w), "-s", str(s),
                     "--env", "KVSTORE_JOB_SECRET=", "--",

@@ -9,7 +9,8 @@ Every thread of every process whose command line contains one of the PATTERNs (e
 `dist_bench kvstore-server`) is read twice, SECONDS apart; threads that used at least 1% of
 a CPU are printed with user and system CPU in % of one CPU, voluntary and involuntary
 context switches per second and minor page faults per second. Run it repeatedly while a
-benchmark runs to see which phase uses what (PERFORMANCE-dist.md, "Where the time goes").
+benchmark runs to see which phase uses what (docs/perf-log/2026-11-22-dist.md, "Where the
+time goes").
 
 With --totals the threads are read every 0.2 s for up to SECONDS (or until no matching
 process is left), and each thread's last reading is printed: CPU seconds and minor page
