@@ -1,11 +1,11 @@
 # dist.cmake - the distributed (parameter-server) stores over ZeroMQ.
 #
-# Included by the top-level CMakeLists.txt after the `kvstore` target exists, when
-# KVSTORE_USE_DIST is ON. Adds src/dist/*.cc to the library, links libzmq privately and sets
-# KVSTORE_DIST_ENABLED. Needs libzmq (found through pkg-config) and the cppzmq header
-# (Debian: libzmq3-dev cppzmq-dev pkg-config); without them the stores are left out with a
+# Included by the top-level CMakeLists.txt when KVSTORE_USE_DIST is ON, before the layers:
+# defines the interface targets below and sets KVSTORE_DIST_ENABLED (src/ps is built then).
+# Needs libzmq (found through pkg-config) and the cppzmq header (Debian: libzmq3-dev
+# cppzmq-dev pkg-config); without them the stores are left out with a
 # message and KVSTORE_DIST_ENABLED stays OFF. Targets that need ZeroMQ directly (tests,
-# benchmarks) link `kvstore_zmq`; those that compile src/dist/security.cc also `kvstore_sodium`.
+# benchmarks) link `kvstore_zmq`; the ps layer links both.
 set(KVSTORE_DIST_ENABLED OFF)
 
 # cppzmq's package config hard-fails when libzmq or pkg-config is missing, so check first.
@@ -45,8 +45,5 @@ if(NOT TARGET kvstore_zmq)
   endif()
 endif()
 
-file(GLOB KVSTORE_DIST_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_LIST_DIR}/../src/dist/*.cc)
-target_sources(kvstore PRIVATE ${KVSTORE_DIST_SOURCES})
-target_link_libraries(kvstore PRIVATE $<BUILD_INTERFACE:kvstore_zmq> $<BUILD_INTERFACE:kvstore_sodium>)
 set(KVSTORE_DIST_ENABLED ON)
 message(STATUS "kvstore: distributed stores enabled (libzmq ${KVSTORE_LIBZMQ_VERSION})")

@@ -7,7 +7,9 @@
 #include <vector>
 
 #include "core/device.h"
-#include "core/store.h"
+#include "kvstore_features.h"
+#include "store/callback_updater.h"
+#include "store/store.h"
 #include "kvstore/kvstore.h"
 
 using kvstore::Array;
@@ -476,7 +478,8 @@ int KVStoreGetRank(KVStoreHandle store, int* out_rank) {
   return Guard([&] {
     const InCall in_call = EnterStore(store);
     KV_REQUIRE(out_rank, "out_rank");
-    *out_rank = store->Rank();
+    kvstore::Distributed* dist = store->distributed();
+    *out_rank = dist ? dist->Rank() : 0;
   });
 }
 
@@ -484,14 +487,15 @@ int KVStoreGetGroupSize(KVStoreHandle store, int* out_size) {
   return Guard([&] {
     const InCall in_call = EnterStore(store);
     KV_REQUIRE(out_size, "out_size");
-    *out_size = store->GroupSize();
+    kvstore::Distributed* dist = store->distributed();
+    *out_size = dist ? dist->GroupSize() : 1;
   });
 }
 
 int KVStoreBarrier(KVStoreHandle store) {
   return Guard([&] {
     const InCall in_call = EnterStore(store);
-    store->Barrier();
+    if (kvstore::Distributed* dist = store->distributed()) dist->Barrier();
   });
 }
 
@@ -506,14 +510,21 @@ int KVStoreGetNumDeadNode(KVStoreHandle store, int node_id, int timeout_sec, int
   return Guard([&] {
     const InCall in_call = EnterStore(store);
     KV_REQUIRE(out_number, "out_number");
-    *out_number = store->NumDeadNodes(node_id, timeout_sec);
+    KV_CHECK(node_id > 0 && node_id <= 7, KV_ERR_INVALID_ARGUMENT,
+             "node group %d is not a sum of KV_NODE_SCHEDULER, KV_NODE_SERVERS, KV_NODE_WORKERS", node_id);
+    KV_CHECK(timeout_sec >= 0, KV_ERR_INVALID_ARGUMENT, "negative timeout %d", timeout_sec);
+    kvstore::Distributed* dist = store->distributed();
+    *out_number = dist ? dist->NumDeadNodes(node_id, timeout_sec) : 0;
   });
 }
 
 int KVStoreSetBarrierBeforeExit(KVStoreHandle store, int barrier_before_exit) {
   return Guard([&] {
     const InCall in_call = EnterStore(store);
-    store->SetBarrierBeforeExit(barrier_before_exit != 0);
+    kvstore::Distributed* dist = store->distributed();
+    KV_CHECK(dist, KV_ERR_NOT_SUPPORTED, "store \"%s\" is not a distributed worker: no exit barrier",
+             store->type().c_str());
+    dist->SetBarrierBeforeExit(barrier_before_exit != 0);
   });
 }
 
@@ -523,14 +534,22 @@ int KVStoreSendCommandToServers(KVStoreHandle store, int head, const char* body)
     KV_REQUIRE(body, "body");
     KV_CHECK(head >= 0, KV_ERR_INVALID_ARGUMENT, "command head %d is reserved (heads < 0 belong to the library)",
              head);
-    store->SendCommandToServers(head, body);
+    kvstore::Distributed* dist = store->distributed();
+    KV_CHECK(dist, KV_ERR_NOT_SUPPORTED, "store \"%s\" has no servers to send commands to",
+             store->type().c_str());
+    dist->SendCommandToServers(head, body);
   });
 }
 
 int KVStoreRunServer(KVStoreHandle store, KVController controller, void* user_data) {
   return Guard([&] {
     const InCall in_call = EnterStore(store);
-    store->RunServer(controller, user_data);
+    kvstore::Distributed* dist = store->distributed();
+    KV_CHECK(dist, KV_ERR_NOT_SUPPORTED,
+             "store \"%s\" cannot run a server: create a dist store in a process whose DMLC_ROLE "
+             "is server or scheduler",
+             store->type().c_str());
+    dist->RunServer(controller, user_data);
   });
 }
 

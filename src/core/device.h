@@ -10,6 +10,7 @@
 #include <cstddef>
 
 #include "core/array.h"
+#include "kvstore_features.h"
 
 namespace kvstore {
 

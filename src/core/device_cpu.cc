@@ -6,8 +6,9 @@
 #include <limits>
 #include <type_traits>
 
-#include "comm/comm.h"
+#include "core/cpu/kernels.h"
 #include "core/device.h"
+#include "kvstore_features.h"
 
 namespace kvstore {
 namespace {

@@ -38,7 +38,7 @@
 
 #include "core/array.h"
 #include "core/dtype.h"
-#include "comm/cpu/worker_pool.h"
+#include "core/cpu/worker_pool.h"
 #include "core/error.h"
 #include "optimizer/optimizer.h"
 #include "optimizer/spec.h"

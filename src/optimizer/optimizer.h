@@ -5,7 +5,7 @@
 #include <memory>
 #include <string>
 
-#include "core/updater.h"
+#include "optimizer/updater.h"
 
 namespace kvstore {
 

@@ -38,8 +38,8 @@
 #include <string>
 #include <vector>
 
-#include "dist/common.h"  // the documented wire header layout
-#include "dist/security.h"  // the job's key derivation (the ZAP case needs the listening key)
+#include "ps/common.h"  // the documented wire header layout
+#include "ps/security.h"  // the job's key derivation (the ZAP case needs the listening key)
 #include "fatal_check.h"
 #include "kvstore/kvstore.h"
 

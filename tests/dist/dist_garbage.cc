@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "dist/common.h"  // the documented wire header layout
+#include "ps/common.h"  // the documented wire header layout
 #include "fatal_check.h"
 #include "kvstore/kvstore.h"
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "dist/common.h"
+#include "ps/common.h"
 #include "../common/check.h"
 
 using kvstore::dist::Config;

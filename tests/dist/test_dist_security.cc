@@ -8,8 +8,8 @@
 #include <cstring>
 #include <string>
 
-#include "dist/common.h"
-#include "dist/security.h"
+#include "ps/common.h"
+#include "ps/security.h"
 #include "fatal_check.h"
 
 using namespace kvstore;

@@ -31,7 +31,7 @@
 #include <zmq.hpp>
 
 #include "core/dtype.h"
-#include "dist/common.h"
+#include "ps/common.h"
 #include "rng.h"
 #include "wire_target.h"
 

@@ -33,7 +33,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
-#include "dist/common.h"
+#include "ps/common.h"
 #include "optimizer/spec.h"
 
 namespace kvstore {

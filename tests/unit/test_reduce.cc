@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "comm/comm.h"
+#include "core/cpu/kernels.h"
 #include "core/dtype.h"
 
 extern "C" {

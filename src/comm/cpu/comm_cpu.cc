@@ -2,7 +2,9 @@
 #include <vector>
 
 #include "comm/comm.h"
+#include "core/cpu/kernels.h"
 #include "core/device.h"
+#include "kvstore_features.h"
 
 namespace kvstore {
 namespace {

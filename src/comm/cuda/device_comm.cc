@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "comm/comm.h"
+#include "core/cpu/kernels.h"
 #include "core/array.h"
 #include "core/cuda/cuda_kernels.h"
 #include "core/cuda/cuda_util.h"

@@ -1,4 +1,4 @@
-// reduce_cpu.cc - the reference reduction: dst = sum of K arrays, fused into one pass over
+// kernels.cc - the reference reduction: dst = sum of K arrays, fused into one pass over
 // memory, vectorised (AVX2/F16C chosen at run time, portable code otherwise), and split over
 // the worker pool for large arrays.
 //
@@ -11,8 +11,9 @@
 #include <cstring>
 #include <type_traits>
 
-#include "comm/comm.h"
-#include "comm/cpu/worker_pool.h"
+#include "core/cpu/kernels.h"
+#include "core/cpu/worker_pool.h"
+#include "core/dtype.h"
 
 namespace kvstore {
 namespace {

@@ -31,10 +31,10 @@
 #include <map>
 #include <set>
 
-#include "comm/comm.h"
+#include "core/cpu/kernels.h"
 #include "core/dtype.h"
-#include "dist/dist.h"
-#include "dist/security.h"
+#include "ps/ps.h"
+#include "ps/security.h"
 #include "optimizer/optimizer.h"
 
 namespace kvstore {

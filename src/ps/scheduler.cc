@@ -25,8 +25,8 @@
 #include <map>
 #include <set>
 
-#include "dist/dist.h"
-#include "dist/security.h"
+#include "ps/ps.h"
+#include "ps/security.h"
 
 namespace kvstore {
 namespace dist {

@@ -43,8 +43,9 @@
 #include "core/cuda/cuda_kernels.h"
 #include "core/cuda/cuda_util.h"
 #include "core/error.h"
-#include "core/store.h"
-#include "core/updater.h"
+#include "store/callback_updater.h"
+#include "store/store.h"
+#include "optimizer/updater.h"
 
 namespace kvstore {
 namespace {

@@ -1,5 +1,5 @@
 // security.cc - job keys, the ZAP handler and the handshake log (see security.h).
-#include "dist/security.h"
+#include "ps/security.h"
 
 #include <fcntl.h>
 #include <sodium.h>
@@ -13,7 +13,7 @@
 #include <mutex>
 
 #include "core/error.h"
-#include "dist/common.h"
+#include "ps/common.h"
 
 namespace kvstore {
 namespace dist {

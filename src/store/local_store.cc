@@ -18,7 +18,8 @@
 #include <vector>
 
 #include "comm/comm.h"
-#include "core/store.h"
+#include "store/callback_updater.h"
+#include "store/store.h"
 
 namespace kvstore {
 namespace {

@@ -5,7 +5,7 @@
 #include <exception>
 #include <random>
 
-#include "dist/dist.h"
+#include "ps/ps.h"
 #include "optimizer/optimizer.h"
 
 namespace kvstore {
@@ -76,7 +76,7 @@ namespace {
 
 // The store of a server or scheduler process: it collects the updater, optimizer and
 // controller, and RunServer runs the node on the calling thread.
-class RoleStore : public Store {
+class RoleStore final : public Store, public Distributed {
  public:
   RoleStore(const std::string& type, Config cfg) : Store(type), cfg_(std::move(cfg)) {}
 
@@ -98,8 +98,12 @@ class RoleStore : public Store {
     hooks_.updater = CreateOptimizer(spec);
     hooks_.optimizer_spec = spec;
   }
+  Distributed* distributed() override { return this; }
+  int Rank() const override { return 0; }
   int GroupSize() const override { return cfg_.num_workers; }
   void Barrier() override { NotWorker("barrier"); }
+  int NumDeadNodes(int, int) override { return 0; }
+  void SetBarrierBeforeExit(bool) override { NotWorker("set_barrier_before_exit"); }
   void SendCommandToServers(int, const std::string&) override { NotWorker("send_command_to_servers"); }
   void RunServer(KVController controller, void* user_data) override {
     KV_CHECK(!running_, KV_ERR_INVALID_ARGUMENT, "RunServer is already running on this store");

@@ -1,5 +1,5 @@
 // common.cc - configuration, logging, wire format, placement.
-#include "dist/common.h"
+#include "ps/common.h"
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
@@ -19,7 +19,7 @@
 #include <string_view>
 
 #include "core/dtype.h"
-#include "dist/security.h"
+#include "ps/security.h"
 
 namespace kvstore {
 namespace dist {

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "core/store.h"
-#include "core/updater.h"
-#include "dist/common.h"
+#include "store/store.h"
+#include "optimizer/updater.h"
+#include "ps/common.h"
 
 namespace kvstore {
 namespace dist {

@@ -46,8 +46,9 @@
 #include <unordered_map>
 
 #include "comm/comm.h"
+#include "core/cpu/kernels.h"
 #include "core/dtype.h"
-#include "dist/dist.h"
+#include "ps/ps.h"
 #include "optimizer/optimizer.h"
 
 namespace kvstore {
@@ -173,7 +174,7 @@ const char* OpVerb(MsgType t) {
 }
 constexpr int kWindowMin = 2;
 
-class WorkerStore : public Store {
+class WorkerStore : public Store, public Distributed {
  public:
   WorkerStore(const std::string& type, const Config& cfg);
   ~WorkerStore() override;
@@ -199,6 +200,13 @@ class WorkerStore : public Store {
   void SetBarrierBeforeExit(bool enabled) override { barrier_before_exit_ = enabled; }
   void Close() override;
   void SendCommandToServers(int head, const std::string& body) override;
+  void RunServer(KVController, void*) override {
+    KV_FAIL(KV_ERR_NOT_SUPPORTED,
+            "store \"%s\" cannot run a server: create a dist store in a process whose "
+            "DMLC_ROLE is server or scheduler",
+            type().c_str());
+  }
+  Distributed* distributed() override { return this; }
 
  private:
   // Application side.
@@ -824,10 +832,6 @@ void WorkerStore::WaitAll() {
 }
 
 int WorkerStore::NumDeadNodes(int node_group, int timeout_sec) {
-  KV_CHECK(node_group > 0 && node_group <= 7, KV_ERR_INVALID_ARGUMENT,
-           "node group %d is not a sum of KV_NODE_SCHEDULER, KV_NODE_SERVERS, KV_NODE_WORKERS",
-           node_group);
-  KV_CHECK(timeout_sec >= 0, KV_ERR_INVALID_ARGUMENT, "negative timeout %d", timeout_sec);
   bool sched_dead;
   int known = 0;
   {

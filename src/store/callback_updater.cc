@@ -1,4 +1,4 @@
-#include "core/updater.h"
+#include "store/callback_updater.h"
 
 namespace kvstore {
 namespace {

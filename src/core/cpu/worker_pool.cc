@@ -1,4 +1,4 @@
-#include "comm/cpu/worker_pool.h"
+#include "core/cpu/worker_pool.h"
 
 #include <immintrin.h>
 

@@ -1,4 +1,5 @@
-// store.h - the abstract store behind KVStoreHandle, and the key list passed to it.
+// store.h - the abstract store behind KVStoreHandle, the key list passed to it, the calls
+// only a distributed store answers, and the factory that knows every store type.
 //
 // src/c_api validates handles and pointers, then calls these methods; every method throws
 // kvstore::Error on failure and must leave stored values unchanged when it does.
@@ -10,13 +11,33 @@
 
 #include "core/array.h"
 #include "core/call_gate.h"
-#include "core/updater.h"
+#include "kvstore_features.h"
+#include "optimizer/updater.h"
 
 namespace kvstore { class Comm; }
 
 namespace kvstore {
 
 enum class KeyKind { kNone, kInt, kStr };
+
+// The calls of a store that is part of a distributed job (a worker, or the handle of a
+// server or scheduler process). c_api answers them for every other store: rank 0, group
+// size 1, no-op barrier, no dead nodes, NOT_SUPPORTED for the rest.
+class Distributed {
+ public:
+  virtual int Rank() const = 0;
+  virtual int GroupSize() const = 0;
+  virtual void Barrier() = 0;
+  // Arguments were validated by c_api (a non-empty KV_NODE_* sum, timeout >= 0).
+  virtual int NumDeadNodes(int node_group, int timeout_sec) = 0;
+  virtual void SetBarrierBeforeExit(bool enabled) = 0;
+  virtual void SendCommandToServers(int head, const std::string& body) = 0;
+  // Turns the calling thread into the server or scheduler of the job, until it ends.
+  virtual void RunServer(KVController controller, void* user_data) = 0;
+
+ protected:
+  ~Distributed() = default;
+};
 
 // A borrowed list of int or string keys.
 struct KeyList {
@@ -61,14 +82,11 @@ struct KVStore_ {
   virtual void SetStrUpdater(std::shared_ptr<kvstore::Updater> updater) = 0;
   virtual void SetOptimizer(const std::string& spec);
 
-  virtual int Rank() const { return 0; }
-  virtual int GroupSize() const { return 1; }
-  virtual void Barrier() {}
+  // Returns when every operation this store has queued has finished; throws the first
+  // error of those not yet reported.
   virtual void WaitAll() {}
-  virtual int NumDeadNodes(int node_group, int timeout_sec);
-  virtual void SetBarrierBeforeExit(bool enabled);
-  virtual void SendCommandToServers(int head, const std::string& body);
-  virtual void RunServer(KVController controller, void* user_data);
+  // The distributed calls, or nullptr for a store that is not part of a job.
+  virtual kvstore::Distributed* distributed() { return nullptr; }
   // Finishes the store before KVStoreFree destroys it (a distributed worker drains pending
   // operations and runs its exit barrier here) and throws the first error of doing so. The
   // store is destroyed whether or not Close throws; the destructor must not repeat work
@@ -87,16 +105,16 @@ using Store = ::KVStore_;
 // valid names, NOT_SUPPORTED for types this build lacks.
 std::unique_ptr<Store> CreateStore(const std::string& type);
 
-// In-process stores (src/core/local_store.cc). `comm` decides where sums happen.
+// In-process stores (src/store/local_store.cc). `comm` decides where sums happen.
 std::unique_ptr<Store> CreateLocalStore(const std::string& type, std::unique_ptr<Comm> comm);
 
 #if KVSTORE_USE_DIST
-// src/dist: a worker that joins the job described by the DMLC_* environment, or a
+// src/ps: a worker that joins the job described by the DMLC_* environment, or a
 // server/scheduler handle for KVStoreRunServer when DMLC_ROLE says so.
 std::unique_ptr<Store> CreateDistStore(const std::string& type);
 #endif
 #if KVSTORE_USE_NCCL
-// src/comm/nccl: the nccl store.
+// src/store/nccl_store.cc: the nccl store.
 std::unique_ptr<Store> CreateNcclStore(const std::string& type);
 #endif
 }  // namespace kvstore

@@ -1,4 +1,6 @@
-// updater.h - the merge step of a push: stored <- f(key, recv, stored).
+// updater.h - the merge step of a push: stored <- f(key, recv, stored), and the transaction
+// that keeps an updater's per-key state in step with the stored values. The built-in
+// optimizers (optimizer.h) and the C callbacks (store/callback_updater.h) implement it.
 #pragma once
 
 #include <memory>
@@ -69,43 +71,6 @@ class Updater {
     (void)dtype;
     (void)key;
   }
-};
-
-// A C callback registration (KVStoreSetUpdater and its string twin). It owns user_data from
-// construction: the destructor runs free_fn(user_data) exactly once, when the last push
-// holding the registration lets go of it. A registration the store refused is disowned
-// before it is dropped, because the header leaves user_data with the caller on failure.
-class CallbackUpdater : public Updater {
- public:
-  CallbackUpdater(void* user_data, KVFreeFn free_fn) : user_data_(user_data), free_fn_(free_fn) {}
-  ~CallbackUpdater() override;
-  CallbackUpdater(const CallbackUpdater&) = delete;
-  CallbackUpdater& operator=(const CallbackUpdater&) = delete;
-  // Hands user_data back to the caller: free_fn will not run.
-  void Disown() { free_fn_ = nullptr; }
-
- protected:
-  void* user_data() const { return user_data_; }
-
- private:
-  void* user_data_;
-  KVFreeFn free_fn_;
-};
-
-std::shared_ptr<CallbackUpdater> MakeCallbackUpdater(KVUpdater fn, void* user_data, KVFreeFn free_fn);
-std::shared_ptr<CallbackUpdater> MakeStrCallbackUpdater(KVStrUpdater fn, void* user_data,
-                                                        KVFreeFn free_fn);
-
-// Thread-local marker of "an updater of this store is running on this thread"; store data
-// calls made from inside an updater are rejected to avoid self-deadlock.
-class UpdaterScope {
- public:
-  explicit UpdaterScope(const void* store);
-  ~UpdaterScope();
-  static bool Active(const void* store);
-
- private:
-  const void* previous_;
 };
 
 }  // namespace kvstore
