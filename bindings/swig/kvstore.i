@@ -4,7 +4,34 @@
  * specific to a language - typemaps, renames, library loading, callback trampolines - lives
  * in that language's file under bindings/swig/<language>/, included first.
  * The module name is given on the SWIG command line (-module) by each language's build.
+ *
+ * List calls. Every language reaches KVStoreInit/Push/Pull/PushPull/Broadcast (and the *Str
+ * twins) through the count-checking shims of kvstore_lists.h, under the C names: each list
+ * arrives with its own length and a mismatch fails the same way everywhere. A language's
+ * typemaps only convert one list to (count, pointer) for the parameter pairs named there.
  */
+
+%ignore KVStoreInit;
+%ignore KVStoreInitStr;
+%ignore KVStorePush;
+%ignore KVStorePushStr;
+%ignore KVStorePull;
+%ignore KVStorePullStr;
+%ignore KVStorePushPull;
+%ignore KVStorePushPullStr;
+%ignore KVStoreBroadcast;
+%ignore KVStoreBroadcastStr;
+%rename(KVStoreInit) kvswig_init;
+%rename(KVStoreInitStr) kvswig_init_str;
+%rename(KVStorePush) kvswig_push;
+%rename(KVStorePushStr) kvswig_push_str;
+%rename(KVStorePull) kvswig_pull;
+%rename(KVStorePullStr) kvswig_pull_str;
+%rename(KVStorePushPull) kvswig_pushpull;
+%rename(KVStorePushPullStr) kvswig_pushpull_str;
+%rename(KVStoreBroadcast) kvswig_broadcast;
+%rename(KVStoreBroadcastStr) kvswig_broadcast_str;
+
 #if defined(SWIGJAVA)
 %include "java/kvstore_java.i"
 #elif defined(SWIGPERL)
@@ -13,7 +40,9 @@
 
 %{
 #include "kvstore/kvstore.h"
+#include "kvstore_lists.h"
 %}
 
 %include "kvstore/kvstore_errors.h"
 %include "kvstore/kvstore.h"
+%include "kvstore_lists.h"
