@@ -1,0 +1,74 @@
+// key_state.h - the per-key state of a built-in optimizer and the table that holds it.
+//
+// State is transactional (UpdateTxn, updater.h): each key keeps its committed slots and a
+// staging copy of the same size. An update reads the committed slots and writes the staging
+// ones; the caller's commit swaps the two, its discard leaves the committed state as it
+// was. So a push that fails on any key, or whose device copy back fails, moves no state.
+// State is kept in the compute type (float for float16/float32 weights, double for
+// float64), created zeroed on the key's first update in the size of its stored value.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "core/array.h"
+#include "optimizer/kernels.h"
+#include "optimizer/updater.h"
+
+namespace kvstore {
+namespace optimizer {
+
+// How errors name a key: 7 or "name".
+std::string KeyName(int key, const char* str_key);
+
+// The state of one key: the committed slots and a staging copy of each, and the number of
+// committed updates (adam's t is steps + 1 for the next).
+// Invariant: `staged` is true between an Update that staged this key and the end of its
+// transaction; only that transaction commits or discards it. `mu` guards every field once
+// the key is in its table (the store serialises a key's updates until commit; this makes
+// it certain).
+struct KeyState final : UpdateTxn::Staged {
+  std::mutex mu;
+  int dtype = 0;
+  int64_t size = 0;
+  int64_t steps = 0;
+  bool staged = false;
+  std::vector<float> f[2][kMaxSlots];  // [0] committed, [1] staged
+  std::vector<double> d[2][kMaxSlots];
+
+  void Commit() noexcept override;
+  void Discard() noexcept override;
+
+  // The slot pointers of the first `num_slots` slots, in compute type C (float or double).
+  template <typename C> Slots<C> SlotsFor(int num_slots);
+};
+template <> Slots<float> KeyState::SlotsFor<float>(int num_slots);
+template <> Slots<double> KeyState::SlotsFor<double>(int num_slots);
+
+// The states of one optimizer instance, by int key or string key.
+class StateTable {
+ public:
+  // `optimizer` names the optimizer in errors; `num_slots` is its NumSlots.
+  StateTable(const char* optimizer, int num_slots) : optimizer_(optimizer), num_slots_(num_slots) {}
+
+  // The state of the key, created zeroed for `stored` on first use. Throws
+  // DTYPE_MISMATCH/SHAPE_MISMATCH when an existing state was made for another dtype or
+  // size, std::bad_alloc when a new one cannot be allocated (no entry is left then).
+  KeyState* Get(int key, const char* str_key, const Array& stored);
+
+ private:
+  using StateKey = std::tuple<bool, int, std::string>;
+
+  const char* const optimizer_;
+  const int num_slots_;
+  std::mutex mu_;  // guards the map, not the states in it
+  std::map<StateKey, std::unique_ptr<KeyState>> states_;
+};
+
+}  // namespace optimizer
+}  // namespace kvstore
