@@ -1,5 +1,5 @@
-// dist.h - the entry points of the scheduler, server and worker, and the rendezvous step
-// that servers and workers share.
+// ps.h - the entry points of the scheduler, server and worker (the rendezvous that servers
+// and workers share is in scheduler_link.h).
 #pragma once
 
 #include <memory>
@@ -9,6 +9,7 @@
 #include "store/store.h"
 #include "optimizer/updater.h"
 #include "ps/common.h"
+#include "ps/scheduler_link.h"
 
 namespace kvstore {
 namespace dist {
@@ -33,16 +34,6 @@ void RunServer(const Config& cfg, ServerHooks* hooks);
 
 // A worker store that has joined the job (the constructor blocks for the rendezvous).
 std::unique_ptr<Store> CreateWorkerStore(const std::string& type, const Config& cfg);
-
-// Rendezvous of a server or worker: connects `sched` to the scheduler, registers
-// (advertising `listen_ports`, none for workers) and waits for the node table.
-struct JoinResult {
-  int rank = -1;
-  int num_workers = 0;
-  int num_servers = 0;
-  std::vector<NodeInfo> servers;
-};
-JoinResult JoinJob(zmq::socket_t& sched, const Config& cfg, const std::vector<int>& listen_ports);
 
 }  // namespace dist
 }  // namespace kvstore

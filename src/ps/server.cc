@@ -73,7 +73,7 @@ class Server {
  public:
   Server(const Config& cfg, ServerHooks* hooks)
       : cfg_(cfg), hooks_(hooks), ctx_(cfg.IoThreads()), sock_(ctx_, zmq::socket_type::router),
-        sched_(ctx_, zmq::socket_type::dealer) {}
+        sched_(ctx_, cfg) {}
 
   void Run();
 
@@ -100,7 +100,7 @@ class Server {
   ServerHooks* hooks_;
   zmq::context_t ctx_;
   zmq::socket_t sock_;
-  zmq::socket_t sched_;
+  SchedulerLink sched_;
   AuthGuard guard_{ctx_, sock_, "server"};  // before sock_ binds; closed first
   int rank_ = -1;
   int num_workers_ = 0;
@@ -110,13 +110,11 @@ class Server {
   std::vector<bool> worker_dead_;
   std::string dead_list_;
   int next_str_id_ = 0;
-  double last_sched_ = 0;
   bool stop_ = false;
 };
 
 void Server::Run() {
   ConfigureSocket(sock_, Link::kServerListen);
-  ConfigureSocket(sched_, Link::kToScheduler);
   sock_.set(zmq::sockopt::router_mandatory, 0);
   // One listening port per I/O thread, bound with that thread's affinity (see NodeInfo);
   // the first is PORT when set, the others are chosen by the system.
@@ -134,7 +132,7 @@ void Server::Run() {
     const std::string last = sock_.get(zmq::sockopt::last_endpoint);
     ports.push_back(std::atoi(last.c_str() + last.rfind(':') + 1));
   }
-  JoinResult j = JoinJob(sched_, cfg_, ports);
+  JoinResult j = sched_.Join(ports);
   rank_ = j.rank;
   num_workers_ = j.num_workers;
   worker_dead_.assign(static_cast<size_t>(num_workers_), false);
@@ -142,13 +140,11 @@ void Server::Run() {
   if (cfg_.verbose >= 1) {
     Log("serving on %s:%s for %d workers", cfg_.host.c_str(), FormatPorts(ports).c_str(), num_workers_);
   }
-  last_sched_ = NowSec();
-  double next_hb = NowSec();
   while (!stop_) {
     zmq::pollitem_t items[2] = {{static_cast<void*>(sock_), 0, ZMQ_POLLIN, 0},
-                                {static_cast<void*>(sched_), 0, ZMQ_POLLIN, 0}};
+                                {static_cast<void*>(sched_.socket()), 0, ZMQ_POLLIN, 0}};
     const double now0 = NowSec();
-    double wait = std::min(next_hb - now0, 0.1);
+    double wait = std::min(sched_.next_heartbeat() - now0, 0.1);
     if (wait < 0) wait = 0;
     zmq::poll(items, 2, std::chrono::milliseconds(static_cast<long>(wait * 1000)));
     // Only readable sockets are read (an empty receive polls ZeroMQ's mailbox, a syscall).
@@ -157,27 +153,18 @@ void Server::Run() {
       if (!RecvValidMessage(sock_, true, "a worker", &m)) break;
       HandleWorker(m);
       // Long bursts (or slow updaters) must not starve the heartbeat.
-      if (NowSec() >= next_hb) {
-        SendMessage(sched_, nullptr, MakeHeader(MsgType::kHeartbeat, Role::kServer, rank_), "",
-                    OutPayload{});
-        next_hb = NowSec() + cfg_.heartbeat_interval_sec;
-      }
+      sched_.HeartbeatIfDue(NowSec());
     }
     while (items[1].revents & ZMQ_POLLIN) {
       Message m;
-      if (!RecvValidMessage(sched_, false, "the scheduler", &m)) break;
-      last_sched_ = NowSec();
+      if (!sched_.Recv(&m)) break;
       HandleScheduler(m);
     }
     const double now = NowSec();
-    if (now >= next_hb) {
-      SendMessage(sched_, nullptr, MakeHeader(MsgType::kHeartbeat, Role::kServer, rank_), "",
-                  OutPayload{});
-      next_hb = now + cfg_.heartbeat_interval_sec;
-    }
-    if (!stop_ && now - last_sched_ > cfg_.heartbeat_timeout_sec) {
+    sched_.HeartbeatIfDue(now);
+    if (!stop_ && sched_.Silent(now)) {
       KV_FAIL(KV_ERR_PEER_DEAD, "server %d: the scheduler sent nothing for %.1f s", rank_,
-              now - last_sched_);
+              sched_.Silence(now));
     }
     CheckRoundTimeouts();
   }
@@ -214,7 +201,7 @@ void Server::HandleScheduler(Message& m) {
       break;
     }
     case MsgType::kShutdown: {
-      SendMessage(sched_, nullptr, MakeHeader(MsgType::kShutdownAck, Role::kServer, rank_), "",
+      SendMessage(sched_.socket(), nullptr, MakeHeader(MsgType::kShutdownAck, Role::kServer, rank_), "",
                   OutPayload{});
       stop_ = true;
       break;
