@@ -172,4 +172,7 @@ std::shared_ptr<Updater> CreateOptimizer(const std::string& spec) {
   return std::make_shared<optimizer::OptimizerUpdater>(*resolved.def, resolved.hyper);
 }
 
+// The same resolution as CreateOptimizer, so the same errors; the result is dropped.
+void ValidateOptimizerSpec(const std::string& spec) { (void)optimizer::ResolveSpec(spec); }
+
 }  // namespace kvstore

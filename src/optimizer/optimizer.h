@@ -13,4 +13,10 @@ namespace kvstore {
 // INVALID_ARGUMENT naming the unknown optimizer or parameter (and listing the valid ones).
 std::shared_ptr<Updater> CreateOptimizer(const std::string& spec);
 
+// Checks `spec` as CreateOptimizer does, without creating an optimizer or any state: throws
+// exactly the error (code and message) CreateOptimizer would throw for it, or nothing when
+// CreateOptimizer would succeed. A distributed worker checks a spec with it before
+// shipping it to the servers.
+void ValidateOptimizerSpec(const std::string& spec);
+
 }  // namespace kvstore

@@ -4,6 +4,7 @@
 #ifndef KVSTORE_TESTS_CHECK_H_
 #define KVSTORE_TESTS_CHECK_H_
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -19,6 +20,26 @@ static int check_failed_ = 0;
       fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
     }                                                                      \
   } while (0)
+
+/* Records `ok`; on failure prints file:line and the printf-style message. */
+static inline void check_msg_(int ok, const char* file, int line, const char* fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static inline void check_msg_(int ok, const char* file, int line, const char* fmt, ...) {
+  va_list args;
+  if (ok) {
+    ++check_passed_;
+    return;
+  }
+  ++check_failed_;
+  fprintf(stderr, "%s:%d: ", file, line);
+  va_start(args, fmt);
+  vfprintf(stderr, fmt, args);
+  va_end(args);
+  fputc('\n', stderr);
+}
+
+/* CHECK_MSG(cond, "fmt", ...): CHECK with a printf-style message saying what went wrong. */
+#define CHECK_MSG(cond, ...) check_msg_((cond) ? 1 : 0, __FILE__, __LINE__, __VA_ARGS__)
 
 /* Records whether `rc` equals `code` and, when `needle` is not NULL, whether the thread's
  * last error message `msg` contains it. */
