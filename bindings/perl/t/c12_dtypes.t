@@ -68,6 +68,11 @@ is_deeply(vals($h), [1, 1 + 2**-9, 9**9**9], 'float16: ties to even, overflow to
 my $f = mx->nd->full([1], 1 + 3 * 2**-11, dtype => 'float16');
 is_deeply(vals($f), [1 + 2**-9], 'the library rounds the same way');
 
+# The dtype table is the library's: every name KVDTypeName gives for a code in [0, 16).
+is_deeply([KVStore::NDArray->dtypes],
+  [sort grep { defined } map { KVStore::Raw::KVDTypeName($_) } 0 .. 15],
+  'dtypes are the ones the library names');
+
 SKIP: {
   skip 'PDL is not installed', 2 unless have_pdl();
   my $p = mx->nd->array([[1, 2, 3], [4, 5, 6]], dtype => 'float64')->aspdl;

@@ -100,6 +100,7 @@ PROTOTYPES = {
     "KVArrayGetDType": (c_int, [KVArrayHandle, _P(c_int)]),
     "KVArrayGetContext": (c_int, [KVArrayHandle, _P(c_int), _P(c_int)]),
     "KVDTypeSize": (c_size_t, [c_int]),
+    "KVDTypeName": (c_char_p, [c_int]),
     "KVArrayGetData": (c_int, [KVArrayHandle, _P(c_void_p)]),
     "KVArrayCopyFromHost": (c_int, [KVArrayHandle, c_void_p, c_size_t]),
     "KVArrayCopyToHost": (c_int, [KVArrayHandle, c_void_p, c_size_t]),

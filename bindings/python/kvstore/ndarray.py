@@ -25,15 +25,23 @@ KV_MAX_NDIM = 32
 # KVBinaryOp
 OP_ADD, OP_SUB, OP_MUL, OP_DIV = 0, 1, 2, 3
 
-# KVDType codes (the reference implementation's type flags) <-> numpy dtypes.
-_CODE_TO_DTYPE = {
-    0: numpy.dtype(numpy.float32),
-    1: numpy.dtype(numpy.float64),
-    2: numpy.dtype(numpy.float16),
-    3: numpy.dtype(numpy.uint8),
-    4: numpy.dtype(numpy.int32),
-    6: numpy.dtype(numpy.int64),
-}
+# KVDType codes <-> numpy dtypes, derived from the library: every code in [0, 16) that
+# KVDTypeName names, under the numpy dtype of that name. A library dtype numpy has no name for
+# is not offered.
+def _dtype_table():
+    table = {}
+    for code in range(16):
+        name = LIB.KVDTypeName(code)
+        if name is None:
+            continue
+        try:
+            table[code] = numpy.dtype(name.decode("ascii"))
+        except TypeError:
+            continue
+    return table
+
+
+_CODE_TO_DTYPE = _dtype_table()
 _DTYPE_TO_CODE = {dt: code for code, dt in _CODE_TO_DTYPE.items()}
 #: The numpy dtypes an NDArray can hold.
 SUPPORTED_DTYPES = tuple(_CODE_TO_DTYPE.values())

@@ -35,6 +35,15 @@ def test_every_header_function_is_declared():
         assert fn.restype is _lib.PROTOTYPES[name][0], name
 
 
+def test_dtype_table_is_the_library_s():
+    from kvstore.ndarray import SUPPORTED_DTYPES, dtype_code
+    names = [_lib.LIB.KVDTypeName(code) for code in range(16)]
+    named = [n.decode("ascii") for n in names if n is not None]
+    assert [str(d) for d in SUPPORTED_DTYPES] == named
+    for dt in SUPPORTED_DTYPES:
+        assert _lib.LIB.KVDTypeName(dtype_code(dt)).decode("ascii") == str(dt)
+
+
 def test_error_classes_cover_the_table():
     with open(ERRORS_HEADER) as f:
         table = re.findall(r"X\((\w+),\s*(-\d+),", f.read())

@@ -24,24 +24,28 @@ use KVStore::Raw ();
 use KVStore::Error;
 use KVStore::Context;
 
-my %DTYPE_CODE = (
-  float32 => $KVStore::Raw::KV_FLOAT32,
-  float64 => $KVStore::Raw::KV_FLOAT64,
-  float16 => $KVStore::Raw::KV_FLOAT16,
-  uint8   => $KVStore::Raw::KV_UINT8,
-  int32   => $KVStore::Raw::KV_INT32,
-  int64   => $KVStore::Raw::KV_INT64,
+# The dtype table. By name: the pack() letter of the host representation (float16 travels as
+# float32, see _pack), the PDL type of aspdl (PDL has no half type: float16 comes out as
+# float), for integers the range enforced before packing (pack would wrap silently), and the
+# KVDType code, which comes from the library: every code in [0, 16) that KVDTypeName names.
+# A dtype the library does not name is dropped; one this table lacks is not offered.
+my %DTYPE = (
+  float32 => {pack => 'f', pdl => 'float'},
+  float64 => {pack => 'd', pdl => 'double'},
+  float16 => {pack => 'f', pdl => 'float'},
+  uint8   => {pack => 'C', pdl => 'byte',     range => [0, 255]},
+  int32   => {pack => 'l', pdl => 'long',     range => [-2**31, 2**31 - 1]},
+  int64   => {pack => 'q', pdl => 'longlong',
+              range => [-9223372036854775808, 9223372036854775807]},
 );
-my %DTYPE_NAME = reverse %DTYPE_CODE;
-# pack() letter of the host representation (float16 travels as float32, see _pack).
-my %PACK = (float32 => 'f', float64 => 'd', float16 => 'f', uint8 => 'C', int32 => 'l',
-            int64 => 'q');
-# Integer ranges enforced before packing (pack would wrap silently).
-my %INT_RANGE = (uint8 => [0, 255], int32 => [-2**31, 2**31 - 1],
-                 int64 => [-9223372036854775808, 9223372036854775807]);
-# PDL type of aspdl per dtype (PDL has no half type: float16 comes out as float).
-my %PDL_TYPE = (float32 => 'float', float64 => 'double', float16 => 'float', uint8 => 'byte',
-                int32 => 'long', int64 => 'longlong');
+my %DTYPE_NAME;
+for my $code (0 .. 15) {
+  my $name = KVStore::Raw::KVDTypeName($code);
+  next unless defined $name && $DTYPE{$name};
+  $DTYPE{$name}{code} = $code;
+  $DTYPE_NAME{$code} = $name;
+}
+delete @DTYPE{grep { !defined $DTYPE{$_}{code} } keys %DTYPE};
 # dtype of array() for a PDL input, by PDL type name.
 my %DTYPE_OF_PDL = (float => 'float32', double => 'float64', byte => 'uint8', long => 'int32',
                     longlong => 'int64');
@@ -90,8 +94,8 @@ sub _options {
   }
   my $dtype = $o{dtype} // 'float32';
   KVStore::Error->invalid("$what: unknown dtype '$dtype' (known: "
-      . join(', ', sort keys %DTYPE_CODE) . ')')
-    unless !ref $dtype && exists $DTYPE_CODE{$dtype};
+      . join(', ', sort keys %DTYPE) . ')')
+    unless !ref $dtype && exists $DTYPE{$dtype};
   my $ctx = $o{ctx} // KVStore::Context->cpu(0);
   KVStore::Error->invalid("$what: ctx must be a context such as mx->cpu(0), got '$ctx'")
     unless blessed $ctx && $ctx->isa('KVStore::Context');
@@ -110,7 +114,7 @@ sub _shape_arg {
 # A new owning object around a fresh library array.
 sub _create {
   my ($class, $shape, $dtype, $ctx) = @_;
-  my ($rc, $h) = KVStore::Raw::KVArrayCreate($shape, $DTYPE_CODE{$dtype}, $ctx->_placement);
+  my ($rc, $h) = KVStore::Raw::KVArrayCreate($shape, $DTYPE{$dtype}{code}, $ctx->_placement);
   KVStore::Error->check($rc);
   return bless { handle => $h }, ref $class || $class;
 }
@@ -148,7 +152,7 @@ sub array {
     my $default = $DTYPE_OF_PDL{ '' . $data->type } // 'float32';
     my ($dtype, $ctx) = _options('array', dtype => $default, @opt);
     my $self = $class->_create([reverse $data->dims], $dtype, $ctx);
-    my $p = $data->convert(PDL::Type->new($PDL_TYPE{$dtype}))->copy;
+    my $p = $data->convert(PDL::Type->new($DTYPE{$dtype}{pdl}))->copy;
     my $bytes = ${ $p->get_dataref };
     $bytes = KVStore::Raw::kvperl_float_to_half($bytes) if $dtype eq 'float16';
     $self->_from_bytes($bytes);
@@ -185,13 +189,13 @@ sub _flatten {
 
 sub _pack {
   my ($dtype, $values) = @_;
-  if (my $range = $INT_RANGE{$dtype}) {
+  if (my $range = $DTYPE{$dtype}{range}) {
     for my $v (@$values) {
       KVStore::Error->invalid("value $v is out of range for $dtype")
         if $v < $range->[0] || $v > $range->[1] || $v != $v;
     }
   }
-  my $bytes = pack "$PACK{$dtype}*", @$values;
+  my $bytes = pack "$DTYPE{$dtype}{pack}*", @$values;
   $bytes = KVStore::Raw::kvperl_float_to_half($bytes) if $dtype eq 'float16';
   return $bytes;
 }
@@ -299,7 +303,7 @@ sub aslist {
   my $dtype = $self->dtype;
   my $bytes = $self->tobytes;
   $bytes = KVStore::Raw::kvperl_half_to_float($bytes) if $dtype eq 'float16';
-  return unpack "$PACK{$dtype}*", $bytes;
+  return unpack "$DTYPE{$dtype}{pack}*", $bytes;
 }
 
 # Nested array refs of the shape (a plain number for rank 0).
@@ -334,7 +338,7 @@ sub aspdl {
   my $dtype = $self->dtype;
   my $bytes = $self->tobytes;
   $bytes = KVStore::Raw::kvperl_half_to_float($bytes) if $dtype eq 'float16';
-  my $p = PDL->new_from_specification(PDL::Type->new($PDL_TYPE{$dtype}),
+  my $p = PDL->new_from_specification(PDL::Type->new($DTYPE{$dtype}{pdl}),
                                       reverse @{ $self->shape });
   ${ $p->get_dataref } = $bytes;
   $p->upd_data;
@@ -458,6 +462,6 @@ sub _inplace {
 }
 
 # Known dtype names, for callers that validate their own input.
-sub dtypes { sort keys %DTYPE_CODE }
+sub dtypes { sort keys %DTYPE }
 
 1;

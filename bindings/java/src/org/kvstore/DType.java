@@ -1,25 +1,33 @@
 package org.kvstore;
 
 import org.kvstore.swig.KVDType;
+import org.kvstore.swig.KVStoreLib;
 
-/** Element types; the codes are the C KVDType values. */
+/**
+ * Element types; the codes are the C KVDType values. The names and element sizes come from
+ * the library (KVDTypeName, KVDTypeSize) when the class loads, so they cannot drift from it; a
+ * constant the library does not know fails the load.
+ */
 public enum DType {
-  FLOAT32(KVDType.KV_FLOAT32, 4, "float32"),
-  FLOAT64(KVDType.KV_FLOAT64, 8, "float64"),
-  /** IEEE binary16, exchanged with Java as short bit patterns. */
-  FLOAT16(KVDType.KV_FLOAT16, 2, "float16"),
-  UINT8(KVDType.KV_UINT8, 1, "uint8"),
-  INT32(KVDType.KV_INT32, 4, "int32"),
-  INT64(KVDType.KV_INT64, 8, "int64");
+  FLOAT32(KVDType.KV_FLOAT32),
+  FLOAT64(KVDType.KV_FLOAT64),
+  /** IEEE binary16, exchanged with Java as short bit patterns (see {@link Float16}). */
+  FLOAT16(KVDType.KV_FLOAT16),
+  UINT8(KVDType.KV_UINT8),
+  INT32(KVDType.KV_INT32),
+  INT64(KVDType.KV_INT64);
 
   private final int code;
   private final int size;
   private final String label;
 
-  DType(int code, int size, String label) {
+  DType(int code) {
     this.code = code;
-    this.size = size;
-    this.label = label;
+    this.label = KVStoreLib.KVDTypeName(code);
+    this.size = (int) KVStoreLib.KVDTypeSize(code);
+    if (label == null || size <= 0) {
+      throw new IllegalStateException("the kvstore library has no dtype " + code + " (" + name() + ")");
+    }
   }
 
   /** The C KVDType value. */
@@ -45,8 +53,9 @@ public enum DType {
     for (DType t : values()) {
       if (t.label.equalsIgnoreCase(name)) return t;
     }
-    throw new KVInvalidArgumentException(
-        "unknown dtype '" + name + "' (valid: float32, float64, float16, uint8, int32, int64)");
+    StringBuilder valid = new StringBuilder();
+    for (DType t : values()) valid.append(valid.length() == 0 ? "" : ", ").append(t.label);
+    throw new KVInvalidArgumentException("unknown dtype '" + name + "' (valid: " + valid + ")");
   }
 
   @Override

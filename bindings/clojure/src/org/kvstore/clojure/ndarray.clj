@@ -6,11 +6,11 @@
   (:refer-clojure :exclude [* + - / shape])
   (:require [org.kvstore.clojure.context :as context]
             [org.kvstore.clojure.errors :refer [with-errors fail]])
-  (:import (org.kvstore NDArray Shape DType Context)))
+  (:import (org.kvstore NDArray Shape DType Context Float16)))
 
 (def ^:private dtypes
-  {:float32 DType/FLOAT32 :float64 DType/FLOAT64 :float16 DType/FLOAT16
-   :uint8 DType/UINT8 :int32 DType/INT32 :int64 DType/INT64})
+  "Keyword -> DType, from Java's DType (whose names come from the library)."
+  (into {} (map (fn [^DType t] [(keyword (str t)) t])) (DType/values)))
 
 (defn- ->dtype ^DType [d]
   (cond (nil? d) DType/FLOAT32
@@ -63,15 +63,6 @@
 
 (defn size [^NDArray a] (.size a))
 
-(defn- half->float [^long bits]
-  (let [h (bit-and bits 0xffff)
-        sign (if (zero? (bit-and h 0x8000)) 1.0 -1.0)
-        e (bit-and (bit-shift-right h 10) 0x1f)
-        m (bit-and h 0x3ff)]
-    (float (cond (zero? e) (clojure.core/* sign m (Math/pow 2 -24))
-                 (= e 31) (if (zero? m) (clojure.core/* sign Double/POSITIVE_INFINITY) Double/NaN)
-                 :else (clojure.core/* sign (clojure.core/+ 1.0 (clojure.core// m 1024.0)) (Math/pow 2 (clojure.core/- e 15)))))))
-
 (defn ->vec
   "The elements as a vector (floats for float32/float16, doubles, longs for integer dtypes)."
   [^NDArray a]
@@ -79,7 +70,7 @@
     (condp = (.dtype a)
       DType/FLOAT32 (vec (.toFloatArray a))
       DType/FLOAT64 (vec (.toDoubleArray a))
-      DType/FLOAT16 (mapv #(half->float %) (.toFloat16Bits a))
+      DType/FLOAT16 (vec (Float16/toFloats (.toFloat16Bits a)))
       DType/INT32 (mapv long (.toIntArray a))
       DType/INT64 (vec (.toLongArray a))
       DType/UINT8 (mapv #(bit-and (long %) 0xff) (.toByteArray a)))))

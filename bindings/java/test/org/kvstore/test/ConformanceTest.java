@@ -17,6 +17,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
 import org.kvstore.Context;
 import org.kvstore.DType;
+import org.kvstore.Float16;
 import org.kvstore.KVBusyException;
 import org.kvstore.KVCallbackException;
 import org.kvstore.KVDeviceException;
@@ -528,6 +529,7 @@ public final class ConformanceTest {
       NDArray o16 = NDArray.zeros(s, DType.FLOAT16);
       kv.pull(2, o16);
       check("float16 round trip (sum 1+1=2)", Arrays.equals(new short[] {two, one, mhalf, 0}, o16.toFloat16Bits()));
+      checkFloat16Conversion();
       // int32
       kv.init(3, NDArray.create(new int[] {0, 0, 0, 0}, s, Context.cpu()));
       kv.push(3, new NDArray[] {NDArray.create(new int[] {1, -2, 2147483600, 7}, s, Context.cpu()),
@@ -1044,5 +1046,35 @@ public final class ConformanceTest {
     System.out.println("   " + rounds + " races: " + busy + " closes refused with BUSY, " + refused
         + " callers stopped by the close");
     checkEq("no racing call saw anything but IllegalStateException", 0, wrong.get());
+  }
+
+  /** Float16 (the JVM bindings' one binary16 conversion) and the library-derived DType table. */
+  static void checkFloat16Conversion() {
+    boolean exact = true;
+    for (int b = 0; b < 0x10000; ++b) {
+      float f = Float16.toFloat((short) b);
+      boolean nan = ((b >>> 10) & 0x1f) == 31 && (b & 0x3ff) != 0;
+      if (nan ? !Float.isNaN(f) || !Float.isNaN(Float16.toFloat(Float16.fromFloat(f)))
+              : Float16.fromFloat(f) != (short) b) {
+        exact = false;
+      }
+    }
+    check("float16 -> float -> float16 is exact for all 65536 patterns", exact);
+    check("float16 values", Float16.toFloat((short) 0x3C00) == 1f && Float16.toFloat((short) 0xB800) == -0.5f
+        && Float16.toFloat((short) 0x0001) == 0x1p-24f && Float16.toFloat((short) 0x7C00) == Float.POSITIVE_INFINITY);
+    check("float -> float16 rounds to nearest even", Float16.fromFloat(1f + 0x1p-11f) == 0x3C00
+        && Float16.fromFloat(1f + 3 * 0x1p-11f) == 0x3C02 && Float16.fromFloat(0x1p-25f) == 0
+        && Float16.fromFloat(0x1.8p-25f) == 1 && Float16.fromFloat(65520f) == 0x7C00
+        && Float16.fromFloat(-65504f) == (short) 0xFBFF);
+    boolean table = true;
+    for (int code = 0; code < 16; ++code) {
+      String name = KVStoreLib.KVDTypeName(code);
+      DType t = null;
+      for (DType d : DType.values()) if (d.code() == code) t = d;
+      if (name == null ? t != null : t == null || !name.equals(t.toString()) || t.size() != KVStoreLib.KVDTypeSize(code)) {
+        table = false;
+      }
+    }
+    check("DType is the library's dtype table (KVDTypeName, KVDTypeSize)", table);
   }
 }

@@ -1,6 +1,6 @@
 package org.kvstore.scalaapi
 
-import org.kvstore.DType
+import org.kvstore.{DType, Float16}
 import org.kvstore.{NDArray => JNDArray}
 
 /**
@@ -24,7 +24,7 @@ final class NDArray private[scalaapi] (val java: JNDArray) extends AutoCloseable
     case DType.INT32 => java.toIntArray.map(_.toFloat)
     case DType.INT64 => java.toLongArray.map(_.toFloat)
     case DType.UINT8 => java.toByteArray.map(b => (b & 0xff).toFloat)
-    case DType.FLOAT16 => java.toFloat16Bits.map(NDArray.halfToFloat)
+    case DType.FLOAT16 => Float16.toFloats(java.toFloat16Bits)
   }
 
   /** The first element, for scalars. */
@@ -94,14 +94,4 @@ object NDArray {
 
   /** Wraps a Java array (shares it). */
   def fromJava(a: JNDArray): NDArray = new NDArray(a)
-
-  private[scalaapi] def halfToFloat(bits: Short): Float = {
-    val h = bits & 0xffff
-    val sign = if ((h & 0x8000) != 0) -1.0f else 1.0f
-    val exp = (h >>> 10) & 0x1f
-    val mant = h & 0x3ff
-    if (exp == 0) sign * mant * math.pow(2, -24).toFloat
-    else if (exp == 31) (if (mant == 0) sign * Float.PositiveInfinity else Float.NaN)
-    else sign * (1.0f + mant / 1024.0f) * math.pow(2, exp - 15).toFloat
-  }
 }
