@@ -1,0 +1,39 @@
+// cases.h - main() of an in-process test program: runs the case named by argv[1] (every
+// case when none is named) and ends with check.h's summary. ctest runs one case per test, so
+// each case has the whole ctest timeout and a failure names its case.
+#pragma once
+
+#include <cstdio>
+#include <cstring>
+
+#include "../common/check.h"
+
+namespace kvstore {
+namespace inprocess {
+
+struct Case {
+  const char* name;
+  void (*run)();
+};
+
+template <size_t N>
+int RunCases(int argc, char** argv, const Case (&cases)[N]) {
+  bool found = false;
+  for (const Case& c : cases) {
+    if (argc > 1 && std::strcmp(argv[1], c.name) != 0) continue;
+    found = true;
+    std::printf("case %s\n", c.name);
+    std::fflush(stdout);
+    c.run();
+  }
+  if (!found) {
+    std::fprintf(stderr, "unknown case %s; the cases are:", argv[1]);
+    for (const Case& c : cases) std::fprintf(stderr, " %s", c.name);
+    std::fprintf(stderr, "\n");
+    return 2;
+  }
+  return check_summary();
+}
+
+}  // namespace inprocess
+}  // namespace kvstore
