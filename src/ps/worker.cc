@@ -38,9 +38,7 @@
 #include <cinttypes>
 #include <condition_variable>
 #include <cstring>
-#include <deque>
 #include <exception>
-#include <map>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -49,6 +47,7 @@
 #include "core/cpu/kernels.h"
 #include "core/dtype.h"
 #include "ps/ps.h"
+#include "ps/send_queue.h"
 #include "optimizer/optimizer.h"
 
 namespace kvstore {
@@ -146,6 +145,11 @@ struct OutMsg {
   uint64_t order_key = 0;  // 0: unordered (control)
 };
 
+// The send queue (send_queue.h). Its pull window bounds the pulls in flight: deeper
+// pipelines only make ZeroMQ allocate more receive buffers (cold memory, page faults)
+// without moving more bytes.
+using Queue = SendQueue<OutMsg>;
+
 struct Outstanding {
   std::shared_ptr<Op> op;
   std::shared_ptr<Waiter> waiter;
@@ -153,14 +157,8 @@ struct Outstanding {
   PartPlan part{};
   double deadline = 0;
   MsgType type;
-  size_t window_bytes = 0;  // counted in the pull window
-  bool push_part = false;   // counted in pushes_in_flight_
+  Queue::Ticket ticket;  // given back (Done) when the request completes
 };
-
-// Pull window: pulls in flight are limited to kWindowBytes of reply payload, but at least
-// kWindowMin pulls may always be in flight. Deeper pipelines only make ZeroMQ allocate more
-// receive buffers (cold memory, page faults) without moving more bytes.
-constexpr size_t kWindowBytes = 8u << 20;
 
 // "push", "pull", ... for error messages.
 const char* OpVerb(MsgType t) {
@@ -172,7 +170,6 @@ const char* OpVerb(MsgType t) {
     default: return MsgTypeName(static_cast<uint16_t>(t));
   }
 }
-constexpr int kWindowMin = 2;
 
 class WorkerStore : public Store, public Distributed {
  public:
@@ -251,8 +248,7 @@ class WorkerStore : public Store, public Distributed {
   // I/O thread.
   void IoLoop();
   void SendQueued();
-  size_t WindowBytes(const OutMsg& m) const;
-  void SendOne(OutMsg& m);
+  void SendOne(OutMsg& m, const Queue::Ticket& ticket);
   void HandleReply(int server, Message& m);
   void HandleScheduler(Message& m);
   void CompletePart(Outstanding& o, int status, const std::string& msg, Message* reply);
@@ -283,9 +279,6 @@ class WorkerStore : public Store, public Distributed {
   KeyKind kind_ = KeyKind::kNone;
   std::unordered_map<std::string, KeyMeta> keys_;
   uint64_t next_order_id_ = 1;
-  uint64_t next_seq_ = 1;
-  std::map<std::pair<int64_t, uint64_t>, OutMsg> queue_;  // (-priority, seq)
-  std::unordered_map<uint64_t, std::deque<std::pair<int64_t, uint64_t>>> per_key_;
   bool stop_ = false;
   int inflight_ops_ = 0;
   std::condition_variable idle_cv_;
@@ -298,10 +291,9 @@ class WorkerStore : public Store, public Distributed {
   // I/O-thread-only state.
   uint64_t next_req_ = 1;
   std::unordered_map<uint64_t, Outstanding> outstanding_;
-  size_t window_bytes_ = 0;
-  int window_count_ = 0;
-  std::unordered_map<uint64_t, int> pushes_in_flight_;  // by key order id
   double last_sched_ = 0;
+
+  Queue queue_;  // its own lock
 };
 
 WorkerStore::WorkerStore(const std::string& type, const Config& cfg)
@@ -664,18 +656,22 @@ void WorkerStore::StartAll(MsgType type, const Groups& groups,
 }
 
 void WorkerStore::Enqueue(std::vector<OutMsg>& msgs, int priority) {
-  bool wake;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    // The I/O thread drains the whole queue once woken, so only the request that finds the
-    // queue empty needs to wake it.
-    wake = queue_.empty();
-    for (auto& m : msgs) {
-      const std::pair<int64_t, uint64_t> qk{-static_cast<int64_t>(priority), next_seq_++};
-      if (m.order_key != 0) per_key_[m.order_key].push_back(qk);
-      queue_.emplace(qk, std::move(m));
+  std::vector<Queue::Entry> entries(msgs.size());
+  for (size_t i = 0; i < msgs.size(); ++i) {
+    OutMsg& m = msgs[i];
+    Queue::Entry& e = entries[i];
+    e.key = m.order_key;
+    if (m.op && m.op->type == MsgType::kPull) {
+      e.kind = SendKind::kPull;
+      e.reply_bytes = static_cast<size_t>(m.part.count) * DTypeSize(m.op->meta->dtype);
+    } else if (m.op) {
+      e.kind = SendKind::kPush;
     }
+    e.item = std::move(m);
   }
+  // The I/O thread drains the whole queue once woken, so only the request that finds the
+  // queue empty needs to wake it.
+  const bool wake = queue_.Push(entries, priority);
   uint64_t one = 1;
   if (wake && write(wake_fd_, &one, sizeof(one)) < 0) {
     // The counter cannot overflow in practice; a failed wake-up is caught by the poll
@@ -966,55 +962,14 @@ void WorkerStore::IoLoop() {
   FailAll(KV_ERR_NETWORK, "the store was closed before the reply arrived");
 }
 
-// Sends queued requests in priority order. The candidate for an entry is the oldest queued
-// request of its key (per-key order). A pull that does not fit the pull window is skipped
-// with the rest of its key; everything else still leaves, so pushes are never held back.
+// Sends what the send queue lets leave now (priority order, per-key order, the pull window).
 void WorkerStore::SendQueued() {
-  std::vector<uint64_t> blocked_keys;
-  for (;;) {
-    OutMsg m;
-    bool found = false;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      for (auto top = queue_.begin(); top != queue_.end(); ++top) {
-        const uint64_t ok = top->second.order_key;
-        if (ok != 0 &&
-            std::find(blocked_keys.begin(), blocked_keys.end(), ok) != blocked_keys.end()) {
-          continue;
-        }
-        auto it = ok != 0 ? queue_.find(per_key_[ok].front()) : top;
-        const size_t bytes = WindowBytes(it->second);
-        if (bytes > 0 && window_count_ >= kWindowMin && window_bytes_ + bytes > kWindowBytes) {
-          blocked_keys.push_back(ok);  // resumed when replies free the window
-          continue;
-        }
-        if (ok != 0) {
-          auto& fifo = per_key_[ok];
-          fifo.pop_front();
-          if (fifo.empty()) per_key_.erase(ok);
-        }
-        m = std::move(it->second);
-        queue_.erase(it);
-        found = true;
-        break;
-      }
-    }
-    if (!found) return;
-    SendOne(m);
-  }
+  OutMsg m;
+  Queue::Ticket ticket;
+  while (queue_.Pop(&m, &ticket)) SendOne(m, ticket);
 }
 
-// Reply payload of a pull that the server answers at once; 0 for every other request.
-// Only such pulls are windowed, so the window always drains: a sync push may wait for other
-// workers' pushes, and so may a pull queued on the server behind this worker's own push of
-// the key (holding either back could deadlock workers that order keys differently).
-size_t WorkerStore::WindowBytes(const OutMsg& m) const {
-  if (!m.op || m.op->type != MsgType::kPull) return 0;
-  if (pushes_in_flight_.count(m.op->meta->order_id) != 0) return 0;
-  return static_cast<size_t>(m.part.count) * DTypeSize(m.op->meta->dtype) + 1;
-}
-
-void WorkerStore::SendOne(OutMsg& m) {
+void WorkerStore::SendOne(OutMsg& m, const Queue::Ticket& ticket) {
   const uint64_t id = next_req_++;
   m.h.req_id = id;
   Outstanding o;
@@ -1023,7 +978,7 @@ void WorkerStore::SendOne(OutMsg& m) {
   o.dest = m.dest;
   o.part = m.part;
   o.type = static_cast<MsgType>(m.h.type);
-  const bool control = m.dest < 0 || !m.op;
+  o.ticket = ticket;
   double t = cfg_.timeout_sec > 0 ? cfg_.timeout_sec + cfg_.heartbeat_timeout_sec + 2 : 0;
   o.deadline = DeadlineAfter(t);
   {
@@ -1052,19 +1007,7 @@ void WorkerStore::SendOne(OutMsg& m) {
     }
   }
   const bool needs_reply = !(m.dest < 0 && m.h.type == static_cast<uint16_t>(MsgType::kHeartbeat));
-  (void)control;
-  if (needs_reply) {
-    o.window_bytes = WindowBytes(m);
-    if (o.window_bytes > 0) {
-      window_bytes_ += o.window_bytes;
-      ++window_count_;
-    }
-    if (m.op && m.op->type != MsgType::kPull) {
-      o.push_part = true;
-      ++pushes_in_flight_[m.op->meta->order_id];
-    }
-    outstanding_.emplace(id, o);
-  }
+  if (needs_reply) outstanding_.emplace(id, o);
   zmq::socket_t& sock = m.dest < 0 ? sched_ : servers_[static_cast<size_t>(m.dest)];
   if (cfg_.verbose >= 2) {
     Log("send %s%s%s to %s", MsgTypeName(m.h.type), m.op ? " of key " : "",
@@ -1153,16 +1096,7 @@ bool WorkerStore::AdoptReply(Array* out, Message* reply) {
 
 void WorkerStore::CompletePart(Outstanding& o, int status, const std::string& msg,
                                Message* reply) {
-  if (o.window_bytes > 0) {
-    window_bytes_ -= o.window_bytes;
-    --window_count_;
-    o.window_bytes = 0;
-  }
-  if (o.push_part) {
-    auto it = pushes_in_flight_.find(o.op->meta->order_id);
-    if (it != pushes_in_flight_.end() && --it->second == 0) pushes_in_flight_.erase(it);
-    o.push_part = false;
-  }
+  queue_.Done(&o.ticket);
   if (!o.op) {
     if (o.waiter) o.waiter->Complete(status, msg);
     return;
@@ -1270,13 +1204,7 @@ void WorkerStore::FailServer(int server, int code, const std::string& why) {
 
 void WorkerStore::FailAll(int code, const std::string& why) {
   // Queued but unsent requests first, then the outstanding ones.
-  std::vector<OutMsg> queued;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (auto& q : queue_) queued.push_back(std::move(q.second));
-    queue_.clear();
-    per_key_.clear();
-  }
+  std::vector<OutMsg> queued = queue_.TakeAll();
   for (auto& m : queued) {
     Outstanding o;
     o.op = m.op;

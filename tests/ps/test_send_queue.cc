@@ -1,0 +1,215 @@
+// test_send_queue.cc - the worker's send queue (src/ps/send_queue.h): priority order,
+// per-key order (a key's older requests leave first and inherit its best priority), the
+// pull window (a full window holds pulls back, never pushes or control requests; pulls of a
+// key with a push in flight are not windowed), and linear cost for many keys.
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "ps/send_queue.h"
+
+extern "C" {
+#include "../common/check.h"
+}
+
+using namespace kvstore::dist;
+using Queue = SendQueue<std::string>;
+
+static void Add(Queue& q, uint64_t key, SendKind kind, size_t bytes, int priority, const std::string& name) {
+  std::vector<Queue::Entry> e(1);
+  e[0].key = key;
+  e[0].kind = kind;
+  e[0].reply_bytes = bytes;
+  e[0].item = name;
+  q.Push(e, priority);
+}
+
+// Pops everything that may leave now; tickets are kept in `held` (not Done).
+static std::vector<std::string> Drain(Queue& q, std::vector<Queue::Ticket>* held = nullptr) {
+  std::vector<std::string> out;
+  std::string item;
+  Queue::Ticket t;
+  while (q.Pop(&item, &t)) {
+    out.push_back(item);
+    if (held) held->push_back(t);
+    else q.Done(&t);
+  }
+  return out;
+}
+
+static void test_priority_order() {
+  Queue q;
+  Add(q, 1, SendKind::kPush, 0, 0, "a");
+  Add(q, 2, SendKind::kPush, 0, 5, "b");
+  Add(q, 0, SendKind::kControl, 0, 5, "ctl");
+  Add(q, 3, SendKind::kPull, 100, 0, "c");
+  Add(q, 4, SendKind::kPull, 100, 9, "d");
+  const std::vector<std::string> want{"d", "b", "ctl", "a", "c"};
+  CHECK(Drain(q) == want);
+  CHECK(q.size() == 0);
+}
+
+static void test_per_key_order() {
+  Queue q;
+  // Key 1's old low-priority push leaves first, with the priority of its later pull.
+  Add(q, 1, SendKind::kPush, 0, 0, "push1");
+  Add(q, 2, SendKind::kPush, 0, 1, "push2");
+  Add(q, 1, SendKind::kPull, 10, 10, "pull1");
+  Add(q, 3, SendKind::kPush, 0, 0, "push3");
+  const std::vector<std::string> want{"push1", "pull1", "push2", "push3"};
+  CHECK(Drain(q) == want);
+  // Requests of one key at one priority keep their order; unordered ones are independent.
+  Add(q, 7, SendKind::kPush, 0, 0, "x1");
+  Add(q, 0, SendKind::kControl, 0, 0, "c1");
+  Add(q, 7, SendKind::kPull, 10, 0, "x2");
+  Add(q, 0, SendKind::kControl, 0, 3, "c2");
+  const std::vector<std::string> want2{"c2", "x1", "c1", "x2"};
+  CHECK(Drain(q) == want2);
+}
+
+static void test_pull_window() {
+  Queue q;
+  const size_t big = 32u << 20;
+  std::vector<Queue::Ticket> held;
+  // Two pulls always fit, however large; then the window is full.
+  Add(q, 1, SendKind::kPull, big, 0, "big1");
+  Add(q, 2, SendKind::kPull, big, 0, "big2");
+  Add(q, 3, SendKind::kPull, 1000, 0, "low3");
+  Add(q, 4, SendKind::kPull, 1000, 0, "low4");
+  std::vector<std::string> want{"big1", "big2"};
+  CHECK(Drain(q, &held) == want);
+  // A full window holds pulls back, never pushes or control requests.
+  Add(q, 5, SendKind::kPush, 0, 0, "push5");
+  Add(q, 0, SendKind::kControl, 0, 0, "ctl");
+  want = {"push5", "ctl"};
+  CHECK(Drain(q, &held) == want);
+  // A later high-priority pull leaves before the earlier low-priority ones once room opens
+  // (the case of dist_worker's "priority" scenario).
+  Add(q, 6, SendKind::kPull, 1000, 10, "high6");
+  CHECK(Drain(q, &held).empty());
+  q.Done(&held[0]);  // big1 answered: one pull in flight, below kWindowMin
+  want = {"high6"};
+  CHECK(Drain(q, &held) == want);
+  q.Done(&held[1]);  // big2 answered: the small pulls fit
+  want = {"low3", "low4"};
+  CHECK(Drain(q, &held) == want);
+  // A pull of a key whose push is in flight (push5) is not windowed: it leaves at once,
+  // however large, while a windowed pull of the same size waits.
+  Add(q, 8, SendKind::kPull, big, 0, "pull8");
+  Add(q, 5, SendKind::kPull, big, 0, "pull5");
+  want = {"pull5"};
+  CHECK(Drain(q, &held) == want);
+  for (auto& t : held) q.Done(&t);
+  want = {"pull8"};
+  CHECK(Drain(q) == want);
+}
+
+// With the window full, a smaller pull that fits passes a larger one that does not; the
+// larger one leaves when its room opens, before lower-ranked pulls.
+static void test_window_room() {
+  Queue q;
+  const size_t mib = 1u << 20;
+  std::vector<Queue::Ticket> held;
+  Add(q, 1, SendKind::kPull, 3 * mib, 0, "a");
+  Add(q, 2, SendKind::kPull, 3 * mib, 0, "b");
+  std::vector<std::string> want{"a", "b"};
+  CHECK(Drain(q, &held) == want);
+  Add(q, 3, SendKind::kPull, 3 * mib, 5, "large");
+  Add(q, 4, SendKind::kPull, mib, 0, "small");
+  Add(q, 5, SendKind::kPull, mib, 0, "small2");
+  want = {"small"};  // 7 MiB + 2 in the window; small2 no longer fits
+  CHECK(Drain(q, &held) == want);
+  q.Done(&held[0]);  // 4 MiB + 1 free: "large" fits and goes first
+  want = {"large"};
+  CHECK(Drain(q, &held) == want);
+  // The window counts each pull's reply bytes plus one, so an empty pull counts too.
+  for (auto& t : held) q.Done(&t);
+  held.clear();
+  want = {"small2"};
+  CHECK(Drain(q, &held) == want);
+  CHECK(held.size() == 1 && held[0].window_bytes == mib + 1);
+  q.Done(&held[0]);
+  CHECK(held[0].window_bytes == 0);
+}
+
+// A push in flight makes its key's pulls unwindowed; when it is Done they are windowed
+// again (and wait for room like any other pull).
+static void test_push_in_flight() {
+  Queue q;
+  const size_t big = 32u << 20;
+  std::vector<Queue::Ticket> held;
+  Add(q, 1, SendKind::kPull, big, 0, "fill1");
+  Add(q, 2, SendKind::kPull, big, 0, "fill2");
+  Add(q, 3, SendKind::kPush, 0, 0, "push3");
+  CHECK(Drain(q, &held).size() == 3);
+  Add(q, 3, SendKind::kPull, 10, 0, "pull3");
+  Add(q, 4, SendKind::kPull, 10, 0, "pull4");
+  std::vector<std::string> want{"pull3"};
+  CHECK(Drain(q, &held) == want);
+  CHECK(held.back().window_bytes == 0);
+  Add(q, 3, SendKind::kPull, 10, 0, "pull3b");
+  q.Done(&held[2]);  // push3 answered: pull3b is windowed again, and the window is full
+  CHECK(Drain(q, &held).empty());
+  q.Done(&held[0]);  // fill1 answered: one windowed pull may go, the older one
+  want = {"pull4"};
+  CHECK(Drain(q, &held) == want);
+  q.Done(&held[1]);
+  want = {"pull3b"};
+  CHECK(Drain(q, &held) == want);
+}
+
+static void test_take_all() {
+  Queue q;
+  Add(q, 1, SendKind::kPull, 1, 0, "p1");
+  Add(q, 2, SendKind::kPush, 0, 7, "p2");
+  Add(q, 1, SendKind::kPush, 0, 3, "p3");
+  const std::vector<std::string> want{"p2", "p3", "p1"};
+  CHECK(q.TakeAll() == want);
+  CHECK(q.size() == 0);
+  CHECK(Drain(q).empty());
+}
+
+// 100,000 keys in one call with the window full: each pop and each Done costs O(log n), so
+// this takes well under a second (a rescan per pop would take minutes).
+static void test_many_keys() {
+  Queue q;
+  const int n = 100000;
+  std::vector<Queue::Entry> e(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    e[static_cast<size_t>(i)].key = static_cast<uint64_t>(i) + 1;
+    e[static_cast<size_t>(i)].kind = SendKind::kPull;
+    e[static_cast<size_t>(i)].reply_bytes = 4096;
+    e[static_cast<size_t>(i)].item = "k";
+  }
+  const auto start = std::chrono::steady_clock::now();
+  q.Push(e, 0);
+  std::vector<Queue::Ticket> held;
+  size_t sent = 0;
+  std::string item;
+  Queue::Ticket t;
+  while (sent < static_cast<size_t>(n)) {
+    while (q.Pop(&item, &t)) {
+      held.push_back(t);
+      ++sent;
+    }
+    if (held.empty()) break;
+    q.Done(&held.back());  // one reply frees room for one more pull
+    held.pop_back();
+  }
+  for (auto& h : held) q.Done(&h);
+  const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CHECK(sent == static_cast<size_t>(n));
+  CHECK(sec < 10);
+  fprintf(stderr, "100000 windowed pulls: %.3f s\n", sec);
+}
+
+int main() {
+  test_priority_order();
+  test_per_key_order();
+  test_pull_window();
+  test_window_room();
+  test_push_in_flight();
+  test_take_all();
+  test_many_keys();
+  return check_summary();
+}
