@@ -1,5 +1,6 @@
 // dist_store.cc - CreateDistStore: a worker store that joins the job, or, in a server or
 // scheduler process, a handle whose RunServer turns the process into that node.
+#include "ps/config.h"
 #include "ps/ps.h"
 #include "optimizer/optimizer.h"
 

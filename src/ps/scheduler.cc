@@ -25,8 +25,13 @@
 #include <map>
 #include <set>
 
+#include "ps/clock.h"
+#include "ps/log.h"
+#include "ps/node_table.h"
 #include "ps/ps.h"
 #include "ps/security.h"
+#include "ps/transport.h"
+#include "ps/wire.h"
 
 namespace kvstore {
 namespace dist {

@@ -7,6 +7,10 @@
 #include <exception>
 #include <random>
 
+#include "ps/clock.h"
+#include "ps/log.h"
+#include "ps/transport.h"
+
 namespace kvstore {
 namespace dist {
 

@@ -16,7 +16,9 @@
 
 #include <vector>
 
-#include "ps/common.h"
+#include "ps/config.h"
+#include "ps/node_table.h"
+#include "ps/wire.h"
 
 namespace kvstore {
 namespace dist {

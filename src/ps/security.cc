@@ -13,7 +13,9 @@
 #include <mutex>
 
 #include "core/error.h"
-#include "ps/common.h"
+#include "ps/config.h"
+#include "ps/log.h"
+#include "ps/wire.h"
 
 namespace kvstore {
 namespace dist {
@@ -39,11 +41,6 @@ void DeriveJobKeys(const std::string& secret, JobKeys* out) {
 }
 
 namespace {
-
-const char* EnvValue(const char* name) {
-  const char* v = std::getenv(name);
-  return (v != nullptr && *v != '\0') ? v : nullptr;
-}
 
 // The secret held in `path`: a regular file that only its owner can read.
 std::string ReadSecretFile(const char* path) {
@@ -94,8 +91,8 @@ CachedKeys& Cache() {
 }  // namespace
 
 std::shared_ptr<const JobKeys> ProcessJobKeys() {
-  const char* direct = EnvValue("KVSTORE_JOB_SECRET");
-  const char* file = EnvValue("KVSTORE_JOB_SECRET_FILE");
+  const char* direct = EnvString("KVSTORE_JOB_SECRET");
+  const char* file = EnvString("KVSTORE_JOB_SECRET_FILE");
   CachedKeys& c = Cache();
   std::lock_guard<std::mutex> lock(c.mu);
   if (direct == nullptr && file == nullptr) {

@@ -33,8 +33,13 @@
 
 #include "core/cpu/kernels.h"
 #include "core/dtype.h"
+#include "ps/clock.h"
+#include "ps/log.h"
+#include "ps/node_table.h"
 #include "ps/ps.h"
 #include "ps/security.h"
+#include "ps/transport.h"
+#include "ps/wire.h"
 #include "optimizer/optimizer.h"
 
 namespace kvstore {

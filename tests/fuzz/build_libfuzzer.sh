@@ -21,7 +21,9 @@ g++ -std=c++17 -O2 -I"$src/src" -I"$tmp" -I"$src/include" -c "$src/src/core/cpu/
 $cxx -std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
   -I"$src/src" -I"$tmp" -I"$src/include" \
   "$src/tests/fuzz/fuzz_wire_libfuzzer.cc" "$src/tests/fuzz/wire_target.cc" \
-  "$src"/src/ps/common.cc "$src"/src/ps/security.cc "$src/src/optimizer/spec.cc" \
+  "$src"/src/ps/config.cc "$src"/src/ps/log.cc "$src"/src/ps/node_table.cc \
+  "$src"/src/ps/placement.cc "$src"/src/ps/security.cc "$src"/src/ps/transport.cc \
+  "$src"/src/ps/wire.cc "$src/src/optimizer/spec.cc" \
   "$src/src/core/array.cc" "$src/src/core/device_cpu.cc" "$src/src/core/dtype.cc" \
   "$src/src/core/error.cc" "$tmp/kernels.o" "$src/src/core/cpu/worker_pool.cc" \
   $(pkg-config --cflags --libs libzmq libsodium) -lpthread -o "$out"

@@ -1,0 +1,215 @@
+// wire.cc - header construction and validation, and whole-message send/receive (wire.h).
+#include "ps/wire.h"
+
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "core/dtype.h"
+#include "ps/log.h"
+
+namespace kvstore {
+namespace dist {
+
+const char* MsgTypeName(uint16_t t) {
+  switch (static_cast<MsgType>(t)) {
+    case MsgType::kRegister: return "REGISTER";
+    case MsgType::kNodeTable: return "NODE_TABLE";
+    case MsgType::kBarrier: return "BARRIER";
+    case MsgType::kBarrierDone: return "BARRIER_DONE";
+    case MsgType::kHeartbeat: return "HEARTBEAT";
+    case MsgType::kHeartbeatAck: return "HEARTBEAT_ACK";
+    case MsgType::kNodeDead: return "NODE_DEAD";
+    case MsgType::kFinish: return "FINISH";
+    case MsgType::kFinishAck: return "FINISH_ACK";
+    case MsgType::kShutdown: return "SHUTDOWN";
+    case MsgType::kShutdownAck: return "SHUTDOWN_ACK";
+    case MsgType::kQueryDead: return "QUERY_DEAD";
+    case MsgType::kQueryDeadReply: return "QUERY_DEAD_REPLY";
+    case MsgType::kAbort: return "ABORT";
+    case MsgType::kInit: return "INIT";
+    case MsgType::kPush: return "PUSH";
+    case MsgType::kPull: return "PULL";
+    case MsgType::kPushPull: return "PUSHPULL";
+    case MsgType::kCommand: return "COMMAND";
+    case MsgType::kSetOptimizer: return "SET_OPTIMIZER";
+    case MsgType::kReply: return "REPLY";
+    default: return "?";
+  }
+}
+
+WireHeader MakeHeader(MsgType type, Role role, int rank) {
+  WireHeader h;
+  std::memset(&h, 0, sizeof(h));
+  h.magic = kWireMagic;
+  h.version = kWireVersion;
+  h.type = static_cast<uint16_t>(type);
+  h.sender_role = static_cast<int32_t>(role);
+  h.sender_rank = rank;
+  h.key = -1;
+  h.dtype = -1;
+  return h;
+}
+
+static bool IsDataType(uint16_t t) {
+  return t == static_cast<uint16_t>(MsgType::kInit) || t == static_cast<uint16_t>(MsgType::kPush) ||
+         t == static_cast<uint16_t>(MsgType::kPull) ||
+         t == static_cast<uint16_t>(MsgType::kPushPull);
+}
+
+std::string ValidateHeader(const WireHeader& h, size_t frames_after_header,
+                           size_t str_frame_size, size_t payload_frame_size) {
+  char why[256];
+  if (h.magic != kWireMagic) {
+    std::snprintf(why, sizeof(why), "bad magic 0x%08x", h.magic);
+    return why;
+  }
+  if (h.version != kWireVersion) {
+    std::snprintf(why, sizeof(why), "wire version %u, this build speaks %u", h.version,
+                  kWireVersion);
+    return why;
+  }
+  if (h.type == 0 || h.type >= static_cast<uint16_t>(MsgType::kMaxType) ||
+      std::strcmp(MsgTypeName(h.type), "?") == 0) {
+    std::snprintf(why, sizeof(why), "unknown message type %u", h.type);
+    return why;
+  }
+  if (h.sender_role < 0 || h.sender_role > 2) return "unknown sender role";
+  if (h.str_len > kMaxStringFrame) return "string frame too long";
+  const size_t expect_frames = 1 + (h.str_len > 0 ? 1 : 0) + (h.payload_len > 0 ? 1 : 0);
+  if (h.num_frames != expect_frames || frames_after_header + 1 != expect_frames) {
+    std::snprintf(why, sizeof(why), "frame count %zu, header says %u (expected %zu)",
+                  frames_after_header + 1, h.num_frames, expect_frames);
+    return why;
+  }
+  if (h.str_len != str_frame_size) return "string frame length differs from the header";
+  if (h.payload_len != payload_frame_size) return "payload length differs from the header";
+  if ((h.flags & ~kFlagKnownFlags) != 0) return "unknown flags";
+  if (IsDataType(h.type)) {
+    if (!IsValidDType(h.dtype)) return "invalid dtype";
+    if (h.total < 0 || h.offset < 0 || h.count < 0 || h.offset > h.total ||
+        h.count > h.total - h.offset) {
+      return "element range outside the value";
+    }
+    const uint64_t esize = DTypeSize(h.dtype);
+    if (static_cast<uint64_t>(h.count) > std::numeric_limits<uint64_t>::max() / esize) {
+      return "element count overflows";
+    }
+    const uint64_t bytes = static_cast<uint64_t>(h.count) * esize;
+    const bool has_values = h.type != static_cast<uint16_t>(MsgType::kPull);
+    if (has_values && h.payload_len != bytes) return "payload length differs from count*dtype";
+    if (!has_values && h.payload_len != 0) return "a pull carries no payload";
+    if ((h.flags & kFlagStrKey) != 0 && h.str_len == 0) return "string key without a name";
+  }
+  return "";
+}
+
+bool RecvValidMessage(zmq::socket_t& sock, bool router, const char* peer, Message* out) {
+  for (int dropped = 0; dropped < 64; ++dropped) {
+    bool ok = false;
+    std::string why;
+    if (!RecvMessage(sock, router, out, &ok, &why)) return false;
+    if (ok) return true;
+    LogDropped("dropped a malformed message from %s: %s", peer, why.c_str());
+  }
+  return false;
+}
+
+bool RecvMessage(zmq::socket_t& sock, bool router, Message* out, bool* ok, std::string* why) {
+  *ok = false;
+  std::vector<zmq::message_t> frames;
+  for (;;) {
+    zmq::message_t part;
+    zmq::recv_result_t r;
+    try {
+      r = sock.recv(part, frames.empty() ? zmq::recv_flags::dontwait : zmq::recv_flags::none);
+    } catch (const zmq::error_t& e) {
+      *why = std::string("receive failed: ") + e.what();
+      return !frames.empty();
+    }
+    if (!r) return !frames.empty();
+    const bool more = part.more();
+    // Bound memory use of a hostile peer: at most routing id + 3 frames are kept.
+    if (frames.size() < 5) frames.push_back(std::move(part));
+    if (!more) break;
+  }
+  size_t i = 0;
+  if (router) {
+    out->routing_id.assign(frames[0].data<char>(), frames[0].size());
+    i = 1;
+  }
+  if (frames.size() > 4 + (router ? 1 : 0) || i >= frames.size()) {
+    *why = "wrong number of frames";
+    return true;
+  }
+  if (frames[i].size() != sizeof(WireHeader)) {
+    *why = "header frame of " + std::to_string(frames[i].size()) + " bytes";
+    return true;
+  }
+  std::memcpy(&out->h, frames[i].data(), sizeof(WireHeader));
+  const size_t after = frames.size() - i - 1;
+  size_t str_size = 0, payload_size = 0;
+  size_t next = i + 1;
+  if (out->h.str_len > 0 && next < frames.size()) str_size = frames[next++].size();
+  if (out->h.payload_len > 0 && next < frames.size()) payload_size = frames[next++].size();
+  *why = ValidateHeader(out->h, after, str_size, payload_size);
+  if (!why->empty()) return true;
+  next = i + 1;
+  out->str.clear();
+  if (out->h.str_len > 0) {
+    out->str.assign(frames[next].data<char>(), frames[next].size());
+    ++next;
+  }
+  if (out->h.payload_len > 0) out->payload = std::move(frames[next]);
+  *ok = true;
+  return true;
+}
+
+namespace {
+struct ReleaseHint {
+  std::shared_ptr<SharedBuf> buf;
+};
+void ReleaseSharedBuf(void* /*data*/, void* hint) {
+  auto* h = static_cast<ReleaseHint*>(hint);
+  h->buf->in_flight.fetch_sub(1, std::memory_order_acq_rel);
+  delete h;
+}
+}  // namespace
+
+bool SendMessage(zmq::socket_t& sock, const std::string* routing_id, WireHeader h,
+                 const std::string& str, const OutPayload& payload) {
+  h.str_len = static_cast<uint32_t>(str.size());
+  h.payload_len = payload.nbytes;
+  h.num_frames = 1 + (str.empty() ? 0 : 1) + (payload.nbytes > 0 ? 1 : 0);
+  try {
+    if (routing_id != nullptr) {
+      sock.send(zmq::buffer(*routing_id), zmq::send_flags::sndmore);
+    }
+    const bool more_after_header = h.num_frames > 1;
+    sock.send(zmq::const_buffer(&h, sizeof(h)),
+              more_after_header ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    if (!str.empty()) {
+      sock.send(zmq::buffer(str),
+                payload.nbytes > 0 ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    }
+    if (payload.nbytes > 0) {
+      auto* base = static_cast<char*>(payload.buf->data()) + payload.offset_bytes;
+      if (payload.nbytes < kZeroCopyMinBytes) {
+        sock.send(zmq::const_buffer(base, payload.nbytes), zmq::send_flags::none);
+      } else {
+        payload.buf->in_flight.fetch_add(1, std::memory_order_acq_rel);
+        auto* hint = new ReleaseHint{payload.buf};
+        zmq::message_t msg(base, payload.nbytes, &ReleaseSharedBuf, hint);
+        sock.send(msg, zmq::send_flags::none);
+      }
+    }
+  } catch (const zmq::error_t& e) {
+    Log("send of %s failed: %s", MsgTypeName(h.type), e.what());
+    return false;
+  }
+  return true;
+}
+
+}  // namespace dist
+}  // namespace kvstore
