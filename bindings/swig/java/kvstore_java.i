@@ -112,10 +112,10 @@ struct KVStore_ {};
 /* Return codes -> exceptions                                                                 */
 /* ------------------------------------------------------------------------------------------ */
 
-/* Every int the C API returns is a KV error code, except these five, which return values. */
+/* Every int the C API returns is a KV error code, except the values of the catalogue
+ * (../kvstore_typemaps.i). */
 %typemap(ret) int %{ kvjava_finish(jenv, (int)$1); %}
-%typemap(ret) int KVGetVersion, int KVHasFeature, int KVIsWorkerNode, int KVIsServerNode,
-              int KVIsSchedulerNode ""
+%typemap(ret) int KVSWIG_VALUE ""
 
 /* The JNIEnv of the call, for the helpers below (no Java parameter). */
 %typemap(in, numinputs=0) JNIEnv* env %{ $1 = jenv; %}
@@ -124,17 +124,16 @@ struct KVStore_ {};
 /* Scalars returned through pointers: Java holder arrays of length >= 1                       */
 /* ------------------------------------------------------------------------------------------ */
 
-%apply int* OUTPUT { int* out_ndim, int* out_dtype, int* out_dev_type, int* out_dev_id,
-                     int* out_count, int* out_rank, int* out_size, int* out_number };
-%apply long long* OUTPUT { int64_t* out_size };  /* long[] holder */
-%apply unsigned long* OUTPUT { size_t* out_nbytes };
+%apply int* OUTPUT { int* KVSWIG_OUT_INT };
+%apply long long* OUTPUT { int64_t* KVSWIG_OUT_INT64 };  /* long[] holder */
+%apply unsigned long* OUTPUT { size_t* KVSWIG_OUT_SIZE };
 
-/* const char** out_type -> String[] holder; the library keeps the string, Java copies it. */
-%typemap(jni) const char** out_type "jobjectArray"
-%typemap(jtype) const char** out_type "String[]"
-%typemap(jstype) const char** out_type "String[]"
-%typemap(javain) const char** out_type "$javainput"
-%typemap(in) const char** out_type (const char* temp = 0) %{
+/* Library-owned strings (KVSWIG_OUT_STRING) -> String[] holder; Java gets a copy. */
+%typemap(jni) const char** KVSWIG_OUT_STRING "jobjectArray"
+%typemap(jtype) const char** KVSWIG_OUT_STRING "String[]"
+%typemap(jstype) const char** KVSWIG_OUT_STRING "String[]"
+%typemap(javain) const char** KVSWIG_OUT_STRING "$javainput"
+%typemap(in) const char** KVSWIG_OUT_STRING (const char* temp = 0) %{
   if (!$input || jenv->GetArrayLength($input) < 1) {
     kvswig_fail(KV_ERR_INVALID_ARGUMENT, "$1_name must be an array of length >= 1");
     kvjava_finish(jenv, KV_ERR_INVALID_ARGUMENT);
@@ -142,7 +141,7 @@ struct KVStore_ {};
   }
   $1 = ($1_ltype)&temp;
 %}
-%typemap(argout) const char** out_type %{
+%typemap(argout) const char** KVSWIG_OUT_STRING %{
   if (result == 0 && temp$argnum) {
     jstring s$argnum = jenv->NewStringUTF(temp$argnum);
     if (s$argnum) {
@@ -155,17 +154,17 @@ struct KVStore_ {};
 /* KVArrayHandle* out / KVStoreHandle* out -> ArrayHandle[] / StoreHandle[] holder. The new
  * handle is owned by the caller (free it with KVArrayFree / KVStoreFree). */
 %define KVJAVA_HANDLE_OUT(CTYPE, JCLASS)
-%typemap(jni) CTYPE* out "jlongArray"
-%typemap(jtype) CTYPE* out "long[]"
-%typemap(jstype) CTYPE* out "JCLASS[]"
+%typemap(jni) CTYPE* KVSWIG_NEW_HANDLE "jlongArray"
+%typemap(jtype) CTYPE* KVSWIG_NEW_HANDLE "long[]"
+%typemap(jstype) CTYPE* KVSWIG_NEW_HANDLE "JCLASS[]"
 %typemap(javain,
          pre="    if ($javainput == null || $javainput.length < 1)\n"
              "      throw new org.kvstore.KVInvalidArgumentException(\"$javainput must be a JCLASS[] of length >= 1\");\n"
              "    long[] cptr$javainput = new long[1];",
          post="      if (cptr$javainput[0] != 0) $javainput[0] = new JCLASS(cptr$javainput[0], false);")
-    CTYPE* out "cptr$javainput"
-%typemap(in) CTYPE* out (CTYPE temp = 0) %{ $1 = &temp; %}
-%typemap(argout) CTYPE* out %{
+    CTYPE* KVSWIG_NEW_HANDLE "cptr$javainput"
+%typemap(in) CTYPE* KVSWIG_NEW_HANDLE (CTYPE temp = 0) %{ $1 = &temp; %}
+%typemap(argout) CTYPE* KVSWIG_NEW_HANDLE %{
   if (result == 0) {
     jlong v$argnum = (jlong)(intptr_t)temp$argnum;
     jenv->SetLongArrayRegion($input, 0, 1, &v$argnum);
@@ -179,12 +178,12 @@ KVJAVA_HANDLE_OUT(KVStoreHandle, StoreHandle)
 /* Shapes                                                                                     */
 /* ------------------------------------------------------------------------------------------ */
 
-/* (const int64_t* shape, int ndim) <- long[] (null: a scalar, ndim 0). Copied for the call. */
-%typemap(jni) (const int64_t* shape, int ndim) "jlongArray"
-%typemap(jtype) (const int64_t* shape, int ndim) "long[]"
-%typemap(jstype) (const int64_t* shape, int ndim) "long[]"
-%typemap(javain) (const int64_t* shape, int ndim) "$javainput"
-%typemap(in) (const int64_t* shape, int ndim) (std::vector<int64_t> dims) %{
+/* Shapes (KVSWIG_SHAPE, KVSWIG_NDIM) <- long[] (null: a scalar, ndim 0), copied for the call. */
+%typemap(jni) (const int64_t* KVSWIG_SHAPE, int KVSWIG_NDIM) "jlongArray"
+%typemap(jtype) (const int64_t* KVSWIG_SHAPE, int KVSWIG_NDIM) "long[]"
+%typemap(jstype) (const int64_t* KVSWIG_SHAPE, int KVSWIG_NDIM) "long[]"
+%typemap(javain) (const int64_t* KVSWIG_SHAPE, int KVSWIG_NDIM) "$javainput"
+%typemap(in) (const int64_t* KVSWIG_SHAPE, int KVSWIG_NDIM) (std::vector<int64_t> dims) %{
   $1 = 0;
   $2 = 0;
   if ($input) {
@@ -222,12 +221,12 @@ KVJAVA_HANDLE_OUT(KVStoreHandle, StoreHandle)
 /* elements, from position). The byte count is the Java side's; the library checks it.         */
 /* ------------------------------------------------------------------------------------------ */
 
-%define KVJAVA_HOST_SPAN(DATATYPE, RELEASE_MODE)
-%typemap(jni) (DATATYPE data, size_t nbytes) "jobject"
-%typemap(jtype) (DATATYPE data, size_t nbytes) "Object"
-%typemap(jstype) (DATATYPE data, size_t nbytes) "Object"
-%typemap(javain) (DATATYPE data, size_t nbytes) "$javainput"
-%typemap(in) (DATATYPE data, size_t nbytes) (KVJavaSpan span) %{
+%define KVJAVA_HOST_SPAN(PARAMS, RELEASE_MODE)
+%typemap(jni) PARAMS "jobject"
+%typemap(jtype) PARAMS "Object"
+%typemap(jstype) PARAMS "Object"
+%typemap(javain) PARAMS "$javainput"
+%typemap(in) PARAMS (KVJavaSpan span) %{
   if (!kvjava_span_acquire(jenv, $input, &span)) {
     kvjava_finish(jenv, KV_ERR_INVALID_ARGUMENT);
     return $null;
@@ -235,10 +234,10 @@ KVJAVA_HANDLE_OUT(KVStoreHandle, StoreHandle)
   $1 = span.ptr;
   $2 = span.nbytes;
 %}
-%typemap(freearg) (DATATYPE data, size_t nbytes) %{ kvjava_span_release(jenv, &span$argnum, RELEASE_MODE); %}
+%typemap(freearg) PARAMS %{ kvjava_span_release(jenv, &span$argnum, RELEASE_MODE); %}
 %enddef
-KVJAVA_HOST_SPAN(const void*, JNI_ABORT)
-KVJAVA_HOST_SPAN(void*, 0)
+KVJAVA_HOST_SPAN((const void* KVSWIG_DATA_IN, size_t KVSWIG_NBYTES), JNI_ABORT)
+KVJAVA_HOST_SPAN((void* data, size_t nbytes), 0)
 
 /* ------------------------------------------------------------------------------------------ */
 /* List arguments of the shared list calls (../kvstore_lists.h): int[], String[] and          */
@@ -265,10 +264,6 @@ KVJAVA_LIST((int num, const char* const* keys), jobjectArray, String[], KVJavaSt
             kvjava_strings, ptrs.size(), ptrs.data())
 KVJAVA_LIST((int nvals, const KVArrayHandle* vals), jobjectArray, ArrayHandle[],
             std::vector<KVArrayHandle>, kvjava_handles, size(), data())
-%apply (int num, const int* keys) { (int vnum, const int* vkeys), (int onum, const int* okeys) };
-%apply (int num, const char* const* keys) {
-  (int vnum, const char* const* vkeys), (int onum, const char* const* okeys) };
-%apply (int nvals, const KVArrayHandle* vals) { (int nouts, const KVArrayHandle* outs) };
 
 /* ------------------------------------------------------------------------------------------ */
 /* Updaters and the zero-copy buffer: small C++ functions with Java-shaped arguments          */
@@ -300,6 +295,12 @@ KVJAVA_LIST((int nvals, const KVArrayHandle* vals), jobjectArray, ArrayHandle[],
 %rename(KVStoreSetUpdater) kvjava_set_updater;
 %rename(KVStoreSetStrUpdater) kvjava_set_str_updater;
 %rename(KVArrayGetDataBuffer) kvjava_array_data_buffer;
+
+/* Strings: SWIG's own String <-> modified UTF-8 conversion, for the call only. */
+%apply const char* { const char* KVSWIG_IN_STRING };
+
+/* The shared catalogue applies the typemaps above to the parameters of the C API. */
+%include "kvstore_typemaps.i"
 
 /* The public headers, then the Java-shaped wrappers declared over their types. %include reads
  * each file once, so kvstore.i's own %include of the headers after this file is a no-op. */

@@ -42,61 +42,32 @@ static void kvperl_swig_wrap_array(pTHX_ SV* sv, void* ptr) {
 /* Out-parameters: not passed from Perl, returned after the status                           */
 /* ---------------------------------------------------------------------------------------- */
 
-%typemap(in, numinputs=0) KVArrayHandle* out (KVArrayHandle temp = NULL),
-                          KVStoreHandle* out (KVStoreHandle temp = NULL) {
-  $1 = &temp;
-}
-%typemap(argout) KVArrayHandle* out, KVStoreHandle* out {
+/* An out-parameter is a local of the wrapper; its value (TO_SV, over *$1) is returned after
+ * the status, or undef when the status is not 0. */
+%define KVPERL_OUT(PATTERN, CTYPE, TO_SV)
+%typemap(in, numinputs=0) PATTERN (CTYPE temp = 0) { $1 = ($1_ltype)&temp; }
+%typemap(argout) PATTERN {
   if (argvi >= items) EXTEND(sp, argvi + 1);
-  if (result == 0 && *$1 != NULL)
-    $result = SWIG_NewPointerObj(SWIG_as_voidptr(*$1), $*1_descriptor, 0);
-  else
-    $result = &PL_sv_undef;
+  $result = (result == 0) ? TO_SV : &PL_sv_undef;
   argvi++;
 }
+%enddef
 
-%typemap(in, numinputs=0) int* out_count (int temp = 0), int* out_ndim (int temp = 0),
-                          int* out_dtype (int temp = 0), int* out_dev_type (int temp = 0),
-                          int* out_dev_id (int temp = 0), int* out_rank (int temp = 0),
-                          int* out_size (int temp = 0), int* out_number (int temp = 0) {
-  $1 = &temp;
-}
-%typemap(argout) int* out_count, int* out_ndim, int* out_dtype, int* out_dev_type,
-                 int* out_dev_id, int* out_rank, int* out_size, int* out_number {
-  if (argvi >= items) EXTEND(sp, argvi + 1);
-  $result = (result == 0) ? sv_2mortal(newSViv(*$1)) : &PL_sv_undef;
-  argvi++;
-}
-
-%typemap(in, numinputs=0) int64_t* out_size (int64_t temp = 0) { $1 = &temp; }
-%typemap(argout) int64_t* out_size {
-  if (argvi >= items) EXTEND(sp, argvi + 1);
-  $result = (result == 0) ? sv_2mortal(newSViv((IV)*$1)) : &PL_sv_undef;
-  argvi++;
-}
-
-%typemap(in, numinputs=0) size_t* out_nbytes (size_t temp = 0) { $1 = &temp; }
-%typemap(argout) size_t* out_nbytes {
-  if (argvi >= items) EXTEND(sp, argvi + 1);
-  $result = (result == 0) ? sv_2mortal(newSVuv((UV)*$1)) : &PL_sv_undef;
-  argvi++;
-}
-
-/* The data address of a CPU array, as an integer (for zero-copy users such as PDL). */
-%typemap(in, numinputs=0) void** out_data (void* temp = NULL) { $1 = &temp; }
-%typemap(argout) void** out_data {
-  if (argvi >= items) EXTEND(sp, argvi + 1);
-  $result = (result == 0) ? sv_2mortal(newSVuv(PTR2UV(*$1))) : &PL_sv_undef;
-  argvi++;
-}
-
+/* New handles: SWIG pointers (_p_KVArray_, _p_KVStore_), owned by the caller. */
+KVPERL_OUT(KVArrayHandle* KVSWIG_NEW_HANDLE, KVArrayHandle,
+           (*$1 != NULL ? SWIG_NewPointerObj(SWIG_as_voidptr(*$1), $*1_descriptor, 0)
+                        : &PL_sv_undef))
+KVPERL_OUT(KVStoreHandle* KVSWIG_NEW_HANDLE, KVStoreHandle,
+           (*$1 != NULL ? SWIG_NewPointerObj(SWIG_as_voidptr(*$1), $*1_descriptor, 0)
+                        : &PL_sv_undef))
+KVPERL_OUT(int* KVSWIG_OUT_INT, int, sv_2mortal(newSViv(*$1)))
+KVPERL_OUT(int64_t* KVSWIG_OUT_INT64, int64_t, sv_2mortal(newSViv((IV)*$1)))
+KVPERL_OUT(size_t* KVSWIG_OUT_SIZE, size_t, sv_2mortal(newSVuv((UV)*$1)))
 /* Library-owned string (valid while the store lives): copied into a Perl string. */
-%typemap(in, numinputs=0) const char** out_type (const char* temp = NULL) { $1 = ($1_ltype)&temp; }
-%typemap(argout) const char** out_type {
-  if (argvi >= items) EXTEND(sp, argvi + 1);
-  $result = (result == 0 && *$1 != NULL) ? sv_2mortal(newSVpv(*$1, 0)) : &PL_sv_undef;
-  argvi++;
-}
+KVPERL_OUT(const char** KVSWIG_OUT_STRING, const char*,
+           (*$1 != NULL ? sv_2mortal(newSVpv(*$1, 0)) : &PL_sv_undef))
+/* The data address of a CPU array, as an integer (for zero-copy users such as PDL). */
+KVPERL_OUT(void** out_data, void*, sv_2mortal(newSVuv(PTR2UV(*$1))))
 
 /* KVArrayGetShape: returns an array ref of dims. */
 %typemap(in, numinputs=0) (int64_t* out_dims, int capacity, int* out_ndim)
@@ -123,7 +94,7 @@ static void kvperl_swig_wrap_array(pTHX_ SV* sv, void* ptr) {
 
 /* Single C strings (store type, optimizer spec, command body): sent as UTF-8 (see
  * kvperl_c_string). The pointer is Perl's buffer, read during the call only. */
-%typemap(in) const char* type, const char* spec, const char* body {
+%typemap(in) const char* KVSWIG_IN_STRING {
   {
     const char* str = NULL;
     if (!kvperl_c_string(aTHX_ $input, "$symname", "$1_name", &str)) SWIG_fail;
@@ -132,10 +103,10 @@ static void kvperl_swig_wrap_array(pTHX_ SV* sv, void* ptr) {
 }
 
 /* Shapes: [2, 3]. */
-%typemap(in) (const int64_t* shape, int ndim) {
+%typemap(in) (const int64_t* KVSWIG_SHAPE, int KVSWIG_NDIM) {
   if (!kvperl_shape(aTHX_ $input, "$symname", &$1, &$2)) SWIG_fail;
 }
-%typemap(freearg) (const int64_t* shape, int ndim) { free((void*)$1); }
+%typemap(freearg) (const int64_t* KVSWIG_SHAPE, int KVSWIG_NDIM) { free((void*)$1); }
 
 /* List arguments of the shared list calls (../kvstore_lists.h); the shim checks that each
  * handle list is as long as its key list, and a mismatch croaks like any other bad argument. */
@@ -152,10 +123,6 @@ static void kvperl_swig_wrap_array(pTHX_ SV* sv, void* ptr) {
 KVPERL_LIST((int num, const int* keys), int*, kvperl_int_list)              /* [3, 5, 7] */
 KVPERL_LIST((int num, const char* const* keys), char**, kvperl_str_list)    /* ['w', 'b'] */
 KVPERL_LIST((int nvals, const KVArrayHandle* vals), KVArrayHandle*, kvperl_handle_list)
-%apply (int num, const int* keys) { (int vnum, const int* vkeys), (int onum, const int* okeys) };
-%apply (int num, const char* const* keys) {
-  (int vnum, const char* const* vkeys), (int onum, const char* const* okeys) };
-%apply (int nvals, const KVArrayHandle* vals) { (int nouts, const KVArrayHandle* outs) };
 
 /* A binding error of the shims (kvswig_take_error) croaks with its message. */
 %exception {
@@ -170,7 +137,7 @@ KVPERL_LIST((int nvals, const KVArrayHandle* vals), KVArrayHandle*, kvperl_handl
 }
 
 /* Host data in: a packed byte string (pack 'f*', ...), read during the call only. */
-%typemap(in) (const void* data, size_t nbytes) {
+%typemap(in) (const void* KVSWIG_DATA_IN, size_t KVSWIG_NBYTES) {
   {
     STRLEN len = 0;
     if (!SvOK($input) || SvROK($input)) {
@@ -264,3 +231,11 @@ KVPERL_LIST((int nvals, const KVArrayHandle* vals), KVArrayHandle*, kvperl_handl
 /* ---------------------------------------------------------------------------------------- */
 
 %include "perl/kvstore_perl_support.h"
+
+/* ---------------------------------------------------------------------------------------- */
+/* The shared catalogue applies the typemaps above to the parameters of the C API            */
+/* ---------------------------------------------------------------------------------------- */
+
+/* Status and value results both return the int as it is (the status first, see above). */
+%typemap(ret) int KVSWIG_VALUE ""
+%include "kvstore_typemaps.i"
