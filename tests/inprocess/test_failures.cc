@@ -1,0 +1,211 @@
+// test_failures.cc - failures belong to the operations they hit, and name what failed.
+//
+//   updater_failure_named        an updater that throws on a server fails that round's pushes:
+//                                WaitAll names the key and the server, a pull queued behind
+//                                the push fails too, other keys and later rounds work
+//   round_timeout_names_missing  a sync round one worker never joins times out on the server,
+//                                naming the missing and the pushing workers
+//   init_twice                   a second init of a key is DUPLICATE_KEY; the job goes on
+//   killed_server                a server stopped mid-job (Job::KillServer): pushes to it fail
+//                                with PEER_DEAD naming it, keys on the other server keep
+//                                working, and every node's exit reports the loss
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cases.h"
+#include "job.h"
+#include "updaters.h"
+
+namespace kvstore {
+namespace inprocess {
+namespace {
+
+bool Has(const std::string& text, const std::string& part) {
+  const bool found = text.find(part) != std::string::npos;
+  if (!found) std::fprintf(stderr, "  \"%s\" does not contain \"%s\"\n", text.c_str(), part.c_str());
+  return found;
+}
+
+void UpdaterFailureNamed() {
+  std::vector<std::shared_ptr<RecordingUpdater>> upd;
+  Job::Options o;
+  o.num_workers = 2;
+  o.num_servers = 2;
+  // The first round of key 3 (server 1) receives 1 + 2 = 3 and is refused.
+  for (int s = 0; s < 2; ++s) {
+    upd.push_back(std::make_shared<RecordingUpdater>([](const RecordingUpdater::Call& c, int) {
+      if (c.key == 3 && c.recv[0] == 3) KV_FAIL(KV_ERR_INVALID_ARGUMENT, "refusing key 3 (test)");
+    }));
+  }
+  o.server_hooks = [&upd](int s, dist::ServerHooks* h) { h->updater = upd[static_cast<size_t>(s)]; };
+  Job job(o);
+  CHECK(job.formed());
+  if (!job.formed()) return;
+  struct Seen {
+    int pull_code = 0, wait_code = 0, second_wait_code = -1;
+    std::string pull_msg, wait_msg;
+    std::vector<float> key2, key3, key3_later;
+  };
+  std::vector<Seen> seen(2);
+  job.OnEachWorker("a refused round", [&](int rank, Store& s) {
+    Seen& me = seen[static_cast<size_t>(rank)];
+    InitKey(s, 2, *Filled(4, 1));
+    InitKey(s, 3, *Filled(4, 1));
+    const float v = static_cast<float>(rank + 1);
+    PushKey(s, 3, *Filled(4, v));
+    PushKey(s, 2, *Filled(4, v));
+    auto behind = Filled(4, -1);
+    PullKey(s, 3, behind.get());
+    me.pull_code = ErrorOf([&] { Values(*behind); }, &me.pull_msg);
+    me.wait_code = ErrorOf([&] { s.WaitAll(); }, &me.wait_msg);
+    auto a = Filled(4, -1), b = Filled(4, -1);
+    PullKey(s, 2, a.get());
+    PullKey(s, 3, b.get());
+    me.key2 = Values(*a);
+    me.key3 = Values(*b);
+    PushKey(s, 3, *Filled(4, 10 * v));
+    me.second_wait_code = ErrorOf([&] { s.WaitAll(); });
+    PullKey(s, 3, b.get());
+    me.key3_later = Values(*b);
+  });
+  for (const Seen& me : seen) {
+    CHECK(me.wait_code == KV_ERR_CALLBACK);
+    CHECK(Has(me.wait_msg, "push of key 3 (server 1)"));
+    CHECK(Has(me.wait_msg, "the updater on server 1 failed: refusing key 3 (test)"));
+    CHECK(me.pull_code == KV_ERR_CALLBACK);
+    CHECK(Has(me.pull_msg, "pull of key 3 follows a failed push of the key"));
+    CHECK(me.key2 == std::vector<float>(4, 4));   // 1 + (1 + 2): key 2's round went through
+    CHECK(me.key3 == std::vector<float>(4, 1));   // the refused round left key 3 as it was
+    CHECK(me.second_wait_code == 0);
+    CHECK(me.key3_later == std::vector<float>(4, 31));  // 1 + (10 + 20)
+  }
+  // Server 1 ran key 3's updater twice (refused, then applied); server 0 never saw key 3.
+  CHECK(upd[1]->calls_of(3).size() == 2);
+  CHECK(upd[0]->calls_of(3).empty());
+  const JobResult& res = job.Finish();
+  CHECK(res.ok());
+  if (!res.ok()) std::fprintf(stderr, "%s", res.Describe().c_str());
+}
+
+void RoundTimeoutNamesMissing() {
+  Job::Options o;
+  o.num_workers = 2;
+  o.num_servers = 1;
+  o.timeout_sec = 1;
+  Job job(o);
+  CHECK(job.formed());
+  if (!job.formed()) return;
+  int code = 0;
+  std::string msg;
+  job.OnEachWorker("a round that worker 1 never joins", [&](int rank, Store& s) {
+    InitKey(s, 0, *Filled(2, 0));
+    if (rank != 0) return;
+    PushKey(s, 0, *Filled(2, 1));
+    code = ErrorOf([&] { s.WaitAll(); }, &msg);
+  });
+  CHECK(code == KV_ERR_TIMEOUT);
+  CHECK(Has(msg, "the sync round of key 0 on server 0 timed out"));
+  CHECK(Has(msg, "missing: worker 1; pushed: worker 0"));
+  const JobResult& res = job.Finish();
+  CHECK(res.ok());
+  if (!res.ok()) std::fprintf(stderr, "%s", res.Describe().c_str());
+}
+
+void InitTwice() {
+  Job::Options o;
+  o.num_workers = 2;
+  o.num_servers = 1;
+  Job job(o);
+  CHECK(job.formed());
+  if (!job.formed()) return;
+  std::vector<int> codes(2), kind_codes(2);
+  std::vector<std::string> msgs(2);
+  std::vector<std::vector<float>> kept(2), after(2);
+  job.OnEachWorker("init twice", [&](int rank, Store& s) {
+    const size_t r = static_cast<size_t>(rank);
+    InitKey(s, 1, *Filled(3, 5));
+    codes[r] = ErrorOf([&] { InitKey(s, 1, *Filled(3, 6)); }, &msgs[r]);
+    kind_codes[r] = ErrorOf([&] { InitKey(s, "one", *Filled(3, 6)); });
+    auto out = Filled(3, -1);
+    PullKey(s, 1, out.get());
+    kept[r] = Values(*out);
+    PushKey(s, 1, *Filled(3, 1));
+    PullKey(s, 1, out.get());
+    after[r] = Values(*out);
+  });
+  for (size_t r = 0; r < 2; ++r) {
+    CHECK(codes[r] == KV_ERR_DUPLICATE_KEY);
+    CHECK(Has(msgs[r], "key 1 is already initialised"));
+    CHECK(kind_codes[r] == KV_ERR_KEY_KIND_MISMATCH);
+    CHECK(kept[r] == std::vector<float>(3, 5));   // the first init's value
+    CHECK(after[r] == std::vector<float>(3, 2));  // and the job goes on
+  }
+  const JobResult& res = job.Finish();
+  CHECK(res.ok());
+  if (!res.ok()) std::fprintf(stderr, "%s", res.Describe().c_str());
+}
+
+void KilledServer() {
+  Job::Options o;
+  o.num_workers = 2;
+  o.num_servers = 2;
+  o.killable_servers = true;
+  o.heartbeat_interval_sec = 0.2;
+  o.heartbeat_timeout_sec = 3;
+  Job job(o);
+  CHECK(job.formed());
+  if (!job.formed()) return;
+  // Key 0 lives on server 0, key 1 on server 1.
+  job.OnEachWorker("a round before the kill", [&](int, Store& s) {
+    InitKey(s, 0, *Filled(2, 0));
+    InitKey(s, 1, *Filled(2, 0));
+    PushKey(s, 0, *Filled(2, 1));
+    PushKey(s, 1, *Filled(2, 1));
+    s.WaitAll();
+  });
+  job.KillServer(1);
+  std::vector<int> codes(2);
+  std::vector<std::string> msgs(2);
+  std::vector<std::vector<float>> key0(2);
+  job.OnEachWorker("rounds after the kill", [&](int rank, Store& s) {
+    PushKey(s, 1, *Filled(2, 1));
+    codes[static_cast<size_t>(rank)] = ErrorOf([&] { s.WaitAll(); }, &msgs[static_cast<size_t>(rank)]);
+    PushKey(s, 0, *Filled(2, 5));
+    auto out = Filled(2, -1);
+    PullKey(s, 0, out.get());
+    key0[static_cast<size_t>(rank)] = Values(*out);
+  });
+  for (int r = 0; r < 2; ++r) {
+    CHECK(codes[static_cast<size_t>(r)] == KV_ERR_PEER_DEAD);
+    CHECK(Has(msgs[static_cast<size_t>(r)], "push of key 1 (server 1)"));
+    CHECK(Has(msgs[static_cast<size_t>(r)], "server 1 (127.0.0.1:"));
+    CHECK(key0[static_cast<size_t>(r)] == std::vector<float>(2, 10));  // assigned 5 + 5
+  }
+  const JobResult& res = job.Finish();
+  const NodeResult* killed = res.Find("server 1");
+  CHECK(killed != nullptr && killed->killed);
+  const NodeResult* sched = res.Find("scheduler");
+  CHECK(sched != nullptr && sched->code == KV_ERR_PEER_DEAD &&
+        Has(sched->error, "the job finished without: server 1"));
+  const NodeResult* other = res.Find("server 0");
+  CHECK(other != nullptr && other->code == KV_ERR_PEER_DEAD &&
+        Has(other->error, "server 0 stopped after server 1 died"));
+  for (const char* w : {"worker 0", "worker 1"}) {
+    const NodeResult* n = res.Find(w);
+    CHECK(n != nullptr && n->code == KV_ERR_PEER_DEAD && Has(n->error, "the job lost server 1"));
+  }
+}
+
+const Case kCases[] = {
+    {"updater_failure_named", UpdaterFailureNamed},
+    {"round_timeout_names_missing", RoundTimeoutNamesMissing},
+    {"init_twice", InitTwice},
+    {"killed_server", KilledServer},
+};
+
+}  // namespace
+}  // namespace inprocess
+}  // namespace kvstore
+
+int main(int argc, char** argv) { return kvstore::inprocess::RunCases(argc, argv, kvstore::inprocess::kCases); }
