@@ -3,7 +3,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "test_helpers.h"
+#include "../common/arrays.h"
 
 static void test_create_and_query(void) {
   KVArrayHandle a = NULL;

@@ -1,6 +1,6 @@
 /* test_store.c - in-process store semantics through the public C ABI, and the promise that
  * every failing call leaves every stored value unchanged. */
-#include "test_helpers.h"
+#include "../common/arrays.h"
 
 /* ---- updaters used below ---- */
 

@@ -5,7 +5,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 
-#include "test_helpers.h"
+#include "../common/arrays.h"
 
 enum { kThreads = 6, kRounds = 400, kElems = 4096 };
 

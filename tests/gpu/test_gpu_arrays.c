@@ -2,7 +2,7 @@
  * operation on CPU arrays: copies between host and devices, fill, the four operators with an
  * array or a scalar (in place and not), on every GPU and in all six dtypes, and the error
  * paths (integer division by zero leaves the output untouched, bad contexts). */
-#include "gpu_check.h"
+#include "../common/arrays.h"
 
 static const char* op_name(int op) {
   static const char* names[4] = {"add", "sub", "mul", "div"};
@@ -104,25 +104,16 @@ static void check_op(int op, int dtype, int g, const int64_t* shape, int ndim) {
   /* out = a op b */
   CHECK_OK(KVArrayBinary(op, ca, cb, cout));
   CHECK_OK(KVArrayBinary(op, ga, gb, gout));
-  if (!same_bytes(gout, cout)) {
-    fprintf(stderr, "  mismatch: %s %s on gpu(%d)\n", op_name(op), dtype_name(dtype), g);
-    CHECK(0);
-  } else {
-    CHECK(1);
-  }
+  CHECK_MSG(same_bytes(gout, cout), "mismatch: %s %s on gpu(%d)", op_name(op),
+            KVDTypeName(dtype), g);
   /* out = a op scalar, including a fractional scalar (integers truncate it) */
   const double scalars[3] = {3.0, -2.0, 2.5};
   for (int s = 0; s < 3; ++s) {
     const double sc = (dtype == KV_UINT8 && scalars[s] < 0) ? 5.0 : scalars[s];
     CHECK_OK(KVArrayBinaryScalar(op, ca, sc, cout));
     CHECK_OK(KVArrayBinaryScalar(op, ga, sc, gout));
-    if (!same_bytes(gout, cout)) {
-      fprintf(stderr, "  mismatch: %s %s scalar %g on gpu(%d)\n", op_name(op),
-              dtype_name(dtype), sc, g);
-      CHECK(0);
-    } else {
-      CHECK(1);
-    }
+    CHECK_MSG(same_bytes(gout, cout), "mismatch: %s %s scalar %g on gpu(%d)", op_name(op),
+              KVDTypeName(dtype), sc, g);
   }
   /* in place: a = a op b, then b = a op b */
   CHECK_OK(KVArrayBinary(op, ca, cb, ca));
@@ -247,7 +238,7 @@ static void test_errors(int ngpu) {
 
 int main(void) {
   int ngpu = 0;
-  GPU_SKIP_WITHOUT_GPU(ngpu);
+  SKIP_WITHOUT_GPU(ngpu);
   CHECK(KVHasFeature(KV_FEATURE_CUDA) == 1);
   printf("%d GPU(s)\n", ngpu);
   test_copies(ngpu);
@@ -256,5 +247,5 @@ int main(void) {
   test_ops(ngpu);
   test_div_by_zero(ngpu);
   test_errors(ngpu);
-  return gpu_check_summary("test_gpu_arrays");
+  return check_summary_named("test_gpu_arrays");
 }

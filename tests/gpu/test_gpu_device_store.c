@@ -5,7 +5,7 @@
  *  - stored values initialised on the CPU and pushed from GPUs, and the reverse;
  *  - pull into outputs on every GPU and the CPU at once;
  *  - an updater that runs on the GPU arrays, pushpull with the values as outputs. */
-#include "gpu_check.h"
+#include "../common/arrays.h"
 
 /* stored += 0.5 * recv, through the element-wise API (runs on the stored value's device). */
 static int half_step_updater(int key, KVArrayHandle recv, KVArrayHandle stored, void* user) {
@@ -63,11 +63,8 @@ static void run_case(int dtype, int ngpu, int nvals, int init_dev_type, int use_
   CHECK_OK(KVStorePull(dev, nout, okeys, outs, 0));
   int all_same = 1;
   for (int o = 0; o < nout; ++o) all_same &= same_bytes(outs[o], expect);
-  if (!all_same) {
-    fprintf(stderr, "  device store differs from local: %s, %d values, init on %s, updater %d\n",
-            dtype_name(dtype), nvals, init_dev_type == KV_GPU ? "gpu" : "cpu", use_updater);
-  }
-  CHECK(all_same);
+  CHECK_MSG(all_same, "device store differs from local: %s, %d values, init on %s, updater %d",
+            KVDTypeName(dtype), nvals, init_dev_type == KV_GPU ? "gpu" : "cpu", use_updater);
 
   /* pushpull with the values as their own outputs */
   CHECK_OK(KVStorePushPull(dev, nvals, keys, vals_dev, nvals, keys, vals_dev, 0));
@@ -119,7 +116,7 @@ static void test_atomic(int ngpu) {
 
 int main(void) {
   int ngpu = 0;
-  GPU_SKIP_WITHOUT_GPU(ngpu);
+  SKIP_WITHOUT_GPU(ngpu);
   printf("%d GPU(s)\n", ngpu);
   for (int t = 0; t < 6; ++t) {
     const int dtype = kAllDTypes[t];
@@ -133,5 +130,5 @@ int main(void) {
   run_case(KV_INT32, ngpu, 21, KV_GPU, 0);
   run_case(KV_FLOAT64, ngpu, 21, KV_GPU, 1);
   test_atomic(ngpu);
-  return gpu_check_summary("test_gpu_device_store");
+  return check_summary_named("test_gpu_device_store");
 }

@@ -13,24 +13,13 @@
 #include <type_traits>
 #include <vector>
 
+#include "../common/check.h"
 #include "core/cuda/element_ops.cuh"
 #include "kvstore/kvstore.h"
 
 namespace {
 
 using namespace kvstore::cuda::ops;
-
-int g_failed = 0;
-int g_passed = 0;
-
-void Expect(bool ok, const char* what, int dtype, int op) {
-  if (ok) {
-    ++g_passed;
-  } else {
-    ++g_failed;
-    std::fprintf(stderr, "FAIL: %s (dtype %d, op %d)\n", what, dtype, op);
-  }
-}
 
 template <typename S>
 bool IsNan(int dtype, S v) {
@@ -58,21 +47,15 @@ template <typename S>
 KVArrayHandle CpuArray(int dtype, const std::vector<S>& v) {
   int64_t n = static_cast<int64_t>(v.size());
   KVArrayHandle a = nullptr;
-  if (KVArrayCreate(&n, 1, dtype, KV_CPU, 0, &a) != 0 ||
-      KVArrayCopyFromHost(a, v.data(), v.size() * sizeof(S)) != 0) {
-    std::fprintf(stderr, "array setup: %s\n", KVGetLastError());
-    std::exit(1);
-  }
+  REQUIRE_OK(KVArrayCreate(&n, 1, dtype, KV_CPU, 0, &a));
+  REQUIRE_OK(KVArrayCopyFromHost(a, v.data(), v.size() * sizeof(S)));
   return a;
 }
 
 template <typename S>
 std::vector<S> Read(KVArrayHandle a, size_t n) {
   std::vector<S> out(n);
-  if (KVArrayCopyToHost(a, out.data(), n * sizeof(S)) != 0) {
-    std::fprintf(stderr, "read back: %s\n", KVGetLastError());
-    std::exit(1);
-  }
+  REQUIRE_OK(KVArrayCopyToHost(a, out.data(), n * sizeof(S)));
   return out;
 }
 
@@ -81,10 +64,7 @@ template <typename S>
 S CpuScalar(int dtype, double value) {
   std::vector<S> one(1);
   KVArrayHandle a = CpuArray<S>(dtype, one);
-  if (KVArrayFill(a, value) != 0) {
-    std::fprintf(stderr, "fill: %s\n", KVGetLastError());
-    std::exit(1);
-  }
+  REQUIRE_OK(KVArrayFill(a, value));
   S s = Read<S>(a, 1)[0];
   KVArrayFree(a);
   return s;
@@ -103,15 +83,18 @@ void CheckDType(int dtype, const std::vector<typename Ops::Storage>& a,
     std::vector<S> host(n);
     for (size_t i = 0; i < n; ++i) host[i] = Ops::Store(Ops::Apply(op, Ops::Load(a[i]), Ops::Load(b[i])));
     const int rc = KVArrayBinary(op, ca, cb, cout);
-    Expect(rc == 0, "CPU binary op", dtype, op);
-    Expect(SameElems(dtype, host, Read<S>(cout, n)), "array operator matches the CPU", dtype, op);
+    CHECK_MSG(rc == 0, "CPU binary op (dtype %d, op %d)", dtype, op);
+    CHECK_MSG(SameElems(dtype, host, Read<S>(cout, n)),
+              "array operator matches the CPU (dtype %d, op %d)", dtype, op);
     // scalar form
     for (double sv : scalars) {
       const S s = CpuScalar<S>(dtype, sv);
       if (integer && op == KV_OP_DIV && Ops::IsZero(s)) continue;
       for (size_t i = 0; i < n; ++i) host[i] = Ops::Store(Ops::Apply(op, Ops::Load(a[i]), Ops::Load(s)));
-      Expect(KVArrayBinaryScalar(op, ca, sv, cout) == 0, "CPU scalar op", dtype, op);
-      Expect(SameElems(dtype, host, Read<S>(cout, n)), "scalar operator matches the CPU", dtype, op);
+      CHECK_MSG(KVArrayBinaryScalar(op, ca, sv, cout) == 0, "CPU scalar op (dtype %d, op %d)",
+                dtype, op);
+      CHECK_MSG(SameElems(dtype, host, Read<S>(cout, n)),
+                "scalar operator matches the CPU (dtype %d, op %d)", dtype, op);
     }
   }
   // K-way sum (the reduce kernel's loop) against the local store's CPU reduction.
@@ -134,10 +117,11 @@ void CheckDType(int dtype, const std::vector<typename Ops::Storage>& a,
   std::vector<KVArrayHandle> vals;
   for (int j = 0; j < k; ++j) vals.push_back(CpuArray<S>(dtype, srcs[j]));
   std::vector<int> keys(k, key);
-  Expect(KVStoreInit(store, 1, &key, &vals[0]) == 0, "init", dtype, -1);
-  Expect(KVStorePush(store, k, keys.data(), vals.data(), 0) == 0, "push", dtype, -1);
-  Expect(KVStorePull(store, 1, &key, &cout, 0) == 0, "pull", dtype, -1);
-  Expect(SameElems(dtype, host, Read<S>(cout, n)), "K-way sum matches the CPU reduction", dtype, -1);
+  CHECK_MSG(KVStoreInit(store, 1, &key, &vals[0]) == 0, "init (dtype %d)", dtype);
+  CHECK_MSG(KVStorePush(store, k, keys.data(), vals.data(), 0) == 0, "push (dtype %d)", dtype);
+  CHECK_MSG(KVStorePull(store, 1, &key, &cout, 0) == 0, "pull (dtype %d)", dtype);
+  CHECK_MSG(SameElems(dtype, host, Read<S>(cout, n)),
+            "K-way sum matches the CPU reduction (dtype %d)", dtype);
   for (KVArrayHandle v : vals) KVArrayFree(v);
   KVStoreFree(store);
   KVArrayFree(ca);
@@ -226,6 +210,5 @@ int main() {
     auto a = FloatValues<double>(rng), b = Rotate(FloatValues<double>(rng), 4);
     CheckDType<FloatOps<double>>(KV_FLOAT64, a, b, float_scalars, false);
   }
-  std::printf("test_gpu_element_ops: %d passed, %d failed\n", g_passed, g_failed);
-  return g_failed == 0 ? 0 : 1;
+  return check_summary_named("test_gpu_element_ops");
 }

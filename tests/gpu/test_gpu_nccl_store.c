@@ -5,7 +5,7 @@
  *
  * The values are small multiples of 1/8, so every sum is exact in every dtype and the NCCL
  * summation order (float16 in float16) cannot change a bit. */
-#include "gpu_check.h"
+#include "../common/arrays.h"
 
 #define NKEYS 3
 
@@ -97,8 +97,7 @@ static void run_dtype(int dtype, int ngpu) {
   CHECK_OK(KVStorePush(nccl, n, vkeys, dev_vals, 0));
   CHECK_OK(KVStorePush(ref, n, vkeys, ref_vals, 0));
   const int pushed_ok = pull_matches(nccl, ref, dtype, ngpu);
-  if (!pushed_ok) fprintf(stderr, "  nccl push differs from local for %s\n", dtype_name(dtype));
-  CHECK(pushed_ok);
+  CHECK_MSG(pushed_ok, "nccl push differs from local for %s", KVDTypeName(dtype));
 
   /* pushpull with an updater, the values as outputs */
   CHECK_OK(KVStoreSetUpdater(nccl, add_twice_updater, NULL, NULL));
@@ -107,8 +106,7 @@ static void run_dtype(int dtype, int ngpu) {
   CHECK_OK(KVStorePushPull(ref, n, vkeys, ref_vals, n, vkeys, ref_vals, 0));
   int same = 1;
   for (int i = 0; i < n; ++i) same &= same_bytes(dev_vals[i], ref_vals[i]);
-  if (!same) fprintf(stderr, "  nccl pushpull differs from local for %s\n", dtype_name(dtype));
-  CHECK(same);
+  CHECK_MSG(same, "nccl pushpull differs from local for %s", KVDTypeName(dtype));
   CHECK(pull_matches(nccl, ref, dtype, ngpu));
 
   /* errors leave the store as it was */
@@ -162,8 +160,7 @@ static void test_allreduce_path(int dtype, int ngpu) {
   CHECK_OK(KVStorePushPull(ref, n, vkeys, ref_vals, n, vkeys, ref_vals, 0));
   int same = 1;
   for (int i = 0; i < n; ++i) same &= same_bytes(outs[i], ref_vals[i]);
-  if (!same) fprintf(stderr, "  nccl all-reduce pushpull differs for %s\n", dtype_name(dtype));
-  CHECK(same);
+  CHECK_MSG(same, "nccl all-reduce pushpull differs for %s", KVDTypeName(dtype));
   CHECK(pull_matches(nccl, ref, dtype, ngpu)); /* the stored values are the sums too */
   for (int i = 0; i < n; ++i) {
     if (outs[i] != vals[i]) KVArrayFree(outs[i]);
@@ -204,14 +201,14 @@ static void test_str_keys_and_broadcast(int ngpu) {
 
 int main(void) {
   int ngpu = 0;
-  GPU_SKIP_WITHOUT_GPU(ngpu);
+  SKIP_WITHOUT_GPU(ngpu);
   CHECK(KVHasFeature(KV_FEATURE_NCCL) == 1);
   if (ngpu > 60) ngpu = 60;
   KVStoreHandle probe = NULL;
   const int rc = KVStoreCreate("nccl", &probe);
   if (rc == KV_ERR_NCCL) {
-    printf("SKIP: NCCL is not usable here: %s\n", KVGetLastError());
-    return GPU_TEST_SKIP;
+    check_skip("NCCL is not usable here: %s", KVGetLastError());
+    return CHECK_SKIP_STATUS;
   }
   CHECK_OK(rc);
   KVStoreFree(probe);
@@ -221,5 +218,5 @@ int main(void) {
     test_allreduce_path(kAllDTypes[t], ngpu);
   }
   test_str_keys_and_broadcast(ngpu);
-  return gpu_check_summary("test_gpu_nccl_store");
+  return check_summary_named("test_gpu_nccl_store");
 }

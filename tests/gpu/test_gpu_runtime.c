@@ -10,7 +10,7 @@
  * the nccl store then fails with KV_ERR_NCCL or KV_ERR_DEVICE instead of crashing. */
 #include <dlfcn.h>
 
-#include "gpu_check.h"
+#include "../common/arrays.h"
 
 #ifndef KVSTORE_EXPECT_NCCL
 #define KVSTORE_EXPECT_NCCL 1
@@ -110,8 +110,7 @@ int main(int argc, char** argv) {
     const char* libs[4] = {"libnccl.so.2", "libcudart.so.13", "libcudart.so", "libcuda.so.1"};
     for (int i = 0; i < 4; ++i) {
       void* h = dlopen(libs[i], RTLD_NOW | RTLD_LOCAL);
-      if (h != NULL) fprintf(stderr, "%s is still reachable\n", libs[i]);
-      CHECK(h == NULL);
+      CHECK_MSG(h == NULL, "%s is still reachable", libs[i]);
     }
   }
   CHECK(KVHasFeature(KV_FEATURE_CUDA) == 1);
@@ -124,5 +123,5 @@ int main(int argc, char** argv) {
   test_gpu_contexts(ngpu);
   test_nccl_store(ngpu, hidden);
   test_device_store_on_cpu();
-  return gpu_check_summary("test_gpu_runtime");
+  return check_summary_named("test_gpu_runtime");
 }
