@@ -3,6 +3,7 @@ package org.kvstore;
 import java.lang.ref.Cleaner;
 import java.lang.ref.Reference;
 import java.util.Arrays;
+import java.util.function.BiConsumer;
 import org.kvstore.swig.ArrayHandle;
 import org.kvstore.swig.KVStoreLib;
 import org.kvstore.swig.StoreHandle;
@@ -213,6 +214,21 @@ public final class KVStore implements AutoCloseable {
     call((h, u, v) -> KVStoreLib.KVStoreSetStrUpdater(h, bridge));
   }
 
+  /**
+   * Runs {@code body} on the updater call's two arrays, lent as NDArrays that are invalid once
+   * it returns (the library owns the arrays).
+   */
+  private static void lend(ArrayHandle recv, ArrayHandle stored, BiConsumer<NDArray, NDArray> body) {
+    NDArray r = NDArray.borrow(recv);
+    NDArray s = NDArray.borrow(stored);
+    try {
+      body.accept(r, s);
+    } finally {
+      r.invalidate();
+      s.invalidate();
+    }
+  }
+
   /** Adapts the user's updater to the trampoline's handles; lends NDArrays for one call. */
   private static final class IntBridge implements KVStoreLib.Updater {
     private final Updater user;
@@ -223,14 +239,7 @@ public final class KVStore implements AutoCloseable {
 
     @Override
     public void update(int key, ArrayHandle recv, ArrayHandle stored) {
-      NDArray r = NDArray.borrow(recv);
-      NDArray s = NDArray.borrow(stored);
-      try {
-        user.update(key, r, s);
-      } finally {
-        r.invalidate();
-        s.invalidate();
-      }
+      lend(recv, stored, (r, s) -> user.update(key, r, s));
     }
 
     @Override
@@ -248,14 +257,7 @@ public final class KVStore implements AutoCloseable {
 
     @Override
     public void update(String key, ArrayHandle recv, ArrayHandle stored) {
-      NDArray r = NDArray.borrow(recv);
-      NDArray s = NDArray.borrow(stored);
-      try {
-        user.update(key, r, s);
-      } finally {
-        r.invalidate();
-        s.invalidate();
-      }
+      lend(recv, stored, (r, s) -> user.update(key, r, s));
     }
 
     @Override

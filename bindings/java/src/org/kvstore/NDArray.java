@@ -6,6 +6,7 @@ import java.nio.Buffer;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.FloatBuffer;
+import java.util.function.IntFunction;
 import org.kvstore.swig.ArrayHandle;
 import org.kvstore.swig.KVBinaryOp;
 import org.kvstore.swig.KVStoreLib;
@@ -297,100 +298,80 @@ public final class NDArray implements AutoCloseable {
     }
   }
 
-  /** Copies float32 contents into a new float[]. */
-  public float[] toFloatArray() {
-    expect(DType.FLOAT32, "float[]");
-    float[] r = new float[Math.toIntExact(size())];
+  /** The contents, copied into a new Java array of the host type of {@code want}. */
+  private <T> T copyOut(DType want, String javaType, IntFunction<T> alloc) {
+    expect(want, javaType);
+    T r = alloc.apply(Math.toIntExact(size()));
     call(this, null, null, (h, u, v) -> KVStoreLib.KVArrayCopyToHost(h, r));
     return r;
+  }
+
+  /** Overwrites the contents from {@code data}, a Java array of {@code length} elements. */
+  private NDArray copyIn(DType want, String javaType, Object data, int length) {
+    expect(want, javaType);
+    expectLength(length);
+    call(this, null, null, (h, u, v) -> KVStoreLib.KVArrayCopyFromHost(h, data));
+    return this;
+  }
+
+  /** Copies float32 contents into a new float[]. */
+  public float[] toFloatArray() {
+    return copyOut(DType.FLOAT32, "float[]", float[]::new);
   }
 
   /** Copies float64 contents into a new double[]. */
   public double[] toDoubleArray() {
-    expect(DType.FLOAT64, "double[]");
-    double[] r = new double[Math.toIntExact(size())];
-    call(this, null, null, (h, u, v) -> KVStoreLib.KVArrayCopyToHost(h, r));
-    return r;
+    return copyOut(DType.FLOAT64, "double[]", double[]::new);
   }
 
   /** Copies int32 contents into a new int[]. */
   public int[] toIntArray() {
-    expect(DType.INT32, "int[]");
-    int[] r = new int[Math.toIntExact(size())];
-    call(this, null, null, (h, u, v) -> KVStoreLib.KVArrayCopyToHost(h, r));
-    return r;
+    return copyOut(DType.INT32, "int[]", int[]::new);
   }
 
   /** Copies int64 contents into a new long[]. */
   public long[] toLongArray() {
-    expect(DType.INT64, "long[]");
-    long[] r = new long[Math.toIntExact(size())];
-    call(this, null, null, (h, u, v) -> KVStoreLib.KVArrayCopyToHost(h, r));
-    return r;
+    return copyOut(DType.INT64, "long[]", long[]::new);
   }
 
   /** Copies uint8 contents into a new byte[] (read them with Byte.toUnsignedInt). */
   public byte[] toByteArray() {
-    expect(DType.UINT8, "byte[]");
-    byte[] r = new byte[Math.toIntExact(size())];
-    call(this, null, null, (h, u, v) -> KVStoreLib.KVArrayCopyToHost(h, r));
-    return r;
+    return copyOut(DType.UINT8, "byte[]", byte[]::new);
   }
 
-  /** Copies float16 contents as IEEE binary16 bit patterns. */
+  /** Copies float16 contents as IEEE binary16 bit patterns (see {@link Float16}). */
   public short[] toFloat16Bits() {
-    expect(DType.FLOAT16, "short[] (float16 bits)");
-    short[] r = new short[Math.toIntExact(size())];
-    call(this, null, null, (h, u, v) -> KVStoreLib.KVArrayCopyToHost(h, r));
-    return r;
+    return copyOut(DType.FLOAT16, "short[] (float16 bits)", short[]::new);
   }
 
   /** Overwrites the contents from a float[] (float32 arrays). */
   public NDArray copyFrom(float[] data) {
-    expect(DType.FLOAT32, "float[]");
-    expectLength(data.length);
-    call(this, null, null, (h, u, v) -> KVStoreLib.KVArrayCopyFromHost(h, data));
-    return this;
+    return copyIn(DType.FLOAT32, "float[]", data, data.length);
   }
 
   /** Overwrites the contents from a double[] (float64 arrays). */
   public NDArray copyFrom(double[] data) {
-    expect(DType.FLOAT64, "double[]");
-    expectLength(data.length);
-    call(this, null, null, (h, u, v) -> KVStoreLib.KVArrayCopyFromHost(h, data));
-    return this;
+    return copyIn(DType.FLOAT64, "double[]", data, data.length);
   }
 
   /** Overwrites the contents from an int[] (int32 arrays). */
   public NDArray copyFrom(int[] data) {
-    expect(DType.INT32, "int[]");
-    expectLength(data.length);
-    call(this, null, null, (h, u, v) -> KVStoreLib.KVArrayCopyFromHost(h, data));
-    return this;
+    return copyIn(DType.INT32, "int[]", data, data.length);
   }
 
   /** Overwrites the contents from a long[] (int64 arrays). */
   public NDArray copyFrom(long[] data) {
-    expect(DType.INT64, "long[]");
-    expectLength(data.length);
-    call(this, null, null, (h, u, v) -> KVStoreLib.KVArrayCopyFromHost(h, data));
-    return this;
+    return copyIn(DType.INT64, "long[]", data, data.length);
   }
 
   /** Overwrites the contents from a byte[] (uint8 arrays). */
   public NDArray copyFrom(byte[] data) {
-    expect(DType.UINT8, "byte[]");
-    expectLength(data.length);
-    call(this, null, null, (h, u, v) -> KVStoreLib.KVArrayCopyFromHost(h, data));
-    return this;
+    return copyIn(DType.UINT8, "byte[]", data, data.length);
   }
 
   /** Overwrites the contents from float16 bit patterns. */
   public NDArray copyFromFloat16Bits(short[] bits) {
-    expect(DType.FLOAT16, "short[] (float16 bits)");
-    expectLength(bits.length);
-    call(this, null, null, (h, u, v) -> KVStoreLib.KVArrayCopyFromHost(h, bits));
-    return this;
+    return copyIn(DType.FLOAT16, "short[] (float16 bits)", bits, bits.length);
   }
 
   /**
