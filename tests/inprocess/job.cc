@@ -111,6 +111,16 @@ Job::Job(Options opts) : opts_(std::move(opts)) {
     servers_.push_back(std::move(node));
   }
 
+  for (int i = 0; i < opts_.silent_workers; ++i) {
+    const int rank = opts_.num_workers + i;
+    silent_state_.push_back(std::make_unique<std::atomic<int>>(kRun));
+    silent_.push_back(std::make_unique<Node>());
+    silent_.back()->name = dist::NodeName(dist::Role::kWorker, rank);
+    const dist::Config cfg = NodeConfig(dist::Role::kWorker, rank, 0);
+    const std::atomic<int>* state = silent_state_.back().get();
+    Launch(silent_.back().get(), [cfg, state] { RunSilentWorker(cfg, state); });
+  }
+
   // The worker stores join concurrently: each constructor returns once all W + S nodes have
   // registered with the scheduler.
   workers_.resize(static_cast<size_t>(opts_.num_workers));
@@ -145,7 +155,7 @@ dist::Config Job::NodeConfig(dist::Role role, int rank, int port) const {
   c.role = role;
   c.root_uri = "127.0.0.1";
   c.root_port = root_port_;
-  c.num_workers = opts_.num_workers;
+  c.num_workers = opts_.num_workers + opts_.silent_workers;
   c.num_servers = opts_.num_servers;
   c.host = "127.0.0.1";
   c.port = port;
@@ -263,6 +273,64 @@ void Job::KillServer(int rank) {
   }
 }
 
+// A silent worker speaks the protocol of a worker with the scheduler only: it registers,
+// sends heartbeats, keeps a BARRIER(workers) pending at all times (so every barrier of the
+// workers completes without it taking part) until a barrier fails, and at kFinish sends FINISH
+// and waits for the acknowledgement as a closing store does.
+void Job::RunSilentWorker(const dist::Config& cfg, const std::atomic<int>* state) {
+  using dist::MsgType;
+  zmq::context_t ctx(1);
+  zmq::socket_t sched(ctx, zmq::socket_type::dealer);
+  dist::ConfigureSocket(sched, dist::Link::kToScheduler);
+  const dist::JoinResult j = dist::JoinJob(sched, cfg, {});
+  uint64_t req = 0;
+  const auto send = [&](MsgType t, int arg) {
+    dist::WireHeader h = dist::MakeHeader(t, dist::Role::kWorker, j.rank);
+    h.arg = arg;
+    h.req_id = ++req;
+    dist::SendMessage(sched, nullptr, h, "", dist::OutPayload{});
+  };
+  send(MsgType::kBarrier, KV_NODE_WORKERS);
+  double next_hb = 0, finish_deadline = 0;
+  for (;;) {
+    const int st = state->load();
+    if (st == kKill) {
+      sched.set(zmq::sockopt::linger, 0);
+      throw KilledByHarness{};
+    }
+    if (st == kFinish && finish_deadline == 0) {
+      send(MsgType::kFinish, 0);
+      finish_deadline = dist::NowSec() + cfg.timeout_sec;
+    }
+    KV_CHECK(finish_deadline == 0 || dist::NowSec() < finish_deadline, KV_ERR_TIMEOUT,
+             "the scheduler did not acknowledge FINISH");
+    if (dist::NowSec() >= next_hb) {
+      send(MsgType::kHeartbeat, 0);
+      next_hb = dist::NowSec() + cfg.heartbeat_interval_sec;
+    }
+    zmq::pollitem_t item{static_cast<void*>(sched), 0, ZMQ_POLLIN, 0};
+    zmq::poll(&item, 1, std::chrono::milliseconds(20));
+    dist::Message m;
+    while (dist::RecvValidMessage(sched, false, "the scheduler", &m)) {
+      const auto type = static_cast<MsgType>(m.h.type);
+      if (type == MsgType::kFinishAck) return;
+      if (type == MsgType::kAbort) KV_FAIL(KV_ERR_PEER_DEAD, "the scheduler aborted the job: %s", m.str.c_str());
+      if (type == MsgType::kBarrierDone && m.h.status == 0 && finish_deadline == 0) {
+        send(MsgType::kBarrier, KV_NODE_WORKERS);
+      }
+    }
+  }
+}
+
+void Job::KillWorker(int rank) {
+  const int i = rank - opts_.num_workers;
+  KV_CHECK(i >= 0 && i < opts_.silent_workers, KV_ERR_INVALID_ARGUMENT,
+           "KillWorker(%d): only silent workers (ranks %d..%d) can be killed", rank,
+           opts_.num_workers, opts_.num_workers + opts_.silent_workers - 1);
+  silent_state_[static_cast<size_t>(i)]->store(kKill);
+  AwaitOrDie({silent_[static_cast<size_t>(i)].get()}, "ending after KillWorker");
+}
+
 const JobResult& Job::Finish() {
   if (finished_) return result_;
   finished_ = true;
@@ -289,6 +357,15 @@ const JobResult& Job::Finish() {
     closes[w]->thread.join();
     workers_[w].result = closes[w]->result;
   }
+  // Then the silent workers (those not killed), which were waiting at the exit barrier.
+  waiting.clear();
+  for (size_t i = 0; i < silent_.size(); ++i) {
+    int expected = kRun;
+    silent_state_[i]->compare_exchange_strong(expected, kFinish);
+    waiting.push_back(silent_[i].get());
+  }
+  AwaitOrDie(waiting, "finishing");
+  for (auto& n : silent_) n->thread.join();
   waiting = {&scheduler_};
   for (auto& s : servers_) waiting.push_back(s.get());
   AwaitOrDie(waiting, "stopping after the workers closed");
@@ -302,6 +379,7 @@ const JobResult& Job::Finish() {
     r.node = dist::NodeName(dist::Role::kWorker, static_cast<int>(w));
     result_.nodes.push_back(r);
   }
+  for (auto& n : silent_) result_.nodes.push_back(n->result);
   return result_;
 }
 

@@ -26,8 +26,14 @@
 // stop, and the scheduler declares it dead after the heartbeat timeout, as for a crashed
 // process. Only servers started with Options::killable_servers can be killed (the harness's
 // controller stands in for the test's, so a job without it keeps the library's answer to a
-// command that no controller handles). Workers cannot be killed: no hook of a worker store
-// runs on its I/O thread, and destroying the store runs the graceful exit protocol.
+// command that no controller handles).
+//
+// Killing a worker. A worker store cannot be killed: none of its hooks runs on its I/O thread
+// (which sends its heartbeats), and destroying it runs the graceful exit protocol. A job can
+// instead have silent workers (Options::silent_workers, the ranks after the stores'): nodes
+// run by the harness that join the job, heartbeat, and wait at every barrier of the workers,
+// but never init, push or pull, so a sync round waits for them until KillWorker stops one
+// (its socket closes, its heartbeats stop, the scheduler declares it dead).
 //
 // Process-wide state. The job secret is read from KVSTORE_JOB_SECRET by every node as it
 // creates its sockets: a job with Options::job_secret sets the variable before the first node
@@ -78,7 +84,8 @@ class Job {
   static constexpr int kKillHead = 0x4B494C4C;
 
   struct Options {
-    int num_workers = 1;
+    int num_workers = 1;                // worker stores, ranks 0..num_workers-1
+    int silent_workers = 0;             // silent workers, the ranks after them
     int num_servers = 1;
     std::string type = "dist_sync";     // worker store type: dist_sync, dist_async, ...
     int64_t bigarray_bound = 1000000;   // keys of at least this many elements are sharded
@@ -121,6 +128,9 @@ class Job {
   // Stops server `rank` as a crash would (see the file comment) and returns when its thread
   // has left RunServer. The scheduler notices after heartbeat_timeout_sec.
   void KillServer(int rank);
+  // Stops silent worker `rank` (num_workers <= rank < num_workers + silent_workers) as a
+  // crash would; returns when its thread has ended.
+  void KillWorker(int rank);
 
   // Closes every worker store (concurrently), then waits for the servers and the scheduler.
   // Runs once; later calls return the same result.
@@ -157,6 +167,8 @@ class Job {
   // unfinished nodes and ends the process.
   void AwaitOrDie(const std::vector<Node*>& nodes, const std::string& step);
   static int Controller(int head, const char* body, void* slot);
+  // The body of a silent worker's thread.
+  static void RunSilentWorker(const dist::Config& cfg, const std::atomic<int>* state);
 
   Options opts_;
   double deadline_ = 0;  // dist::NowSec() time
@@ -171,6 +183,10 @@ class Job {
   std::vector<std::unique_ptr<Node>> servers_;
   std::vector<std::unique_ptr<ServerSlot>> slots_;
   std::vector<Worker> workers_;
+  // Silent workers: their threads, and what they are told (kRun, kKill, kFinish).
+  enum SilentState { kRun = 0, kKill = 1, kFinish = 2 };
+  std::vector<std::unique_ptr<Node>> silent_;
+  std::vector<std::unique_ptr<std::atomic<int>>> silent_state_;
   JobResult result_;
 };
 

@@ -9,6 +9,10 @@
 //   killed_server                a server stopped mid-job (Job::KillServer): pushes to it fail
 //                                with PEER_DEAD naming it, keys on the other server keep
 //                                working, and every node's exit reports the loss
+//   killed_worker                a worker that dies while a sync round waits for it
+//                                (Job::KillWorker of a silent worker): the parked pushes fail
+//                                with PEER_DEAD naming it and the round's missing ranks, as do
+//                                later pushes and barriers; every node's exit reports it
 #include <memory>
 #include <string>
 #include <vector>
@@ -197,11 +201,72 @@ void KilledServer() {
   }
 }
 
+void KilledWorker() {
+  Job::Options o;
+  o.num_workers = 2;
+  o.silent_workers = 1;  // worker 2
+  o.num_servers = 1;
+  o.heartbeat_interval_sec = 0.2;
+  o.heartbeat_timeout_sec = 3;
+  Job job(o);
+  CHECK(job.formed());
+  if (!job.formed()) return;
+  job.OnEachWorker("a round that waits for worker 2", [&](int, Store& s) {
+    InitKey(s, 0, *Filled(2, 0));
+    PushKey(s, 0, *Filled(2, 1));  // parked on server 0 until worker 2 pushes
+  });
+  job.KillWorker(2);
+  struct Seen {
+    int wait_code = 0, later_code = 0, first_barrier = 0, barrier_code = 0, dead = -1;
+    std::string wait_msg, later_msg, barrier_msg;
+  };
+  std::vector<Seen> seen(2);
+  job.OnEachWorker("after worker 2 died", [&](int rank, Store& s) {
+    Seen& me = seen[static_cast<size_t>(rank)];
+    me.wait_code = ErrorOf([&] { s.WaitAll(); }, &me.wait_msg);
+    PushKey(s, 0, *Filled(2, 1));
+    me.later_code = ErrorOf([&] { s.WaitAll(); }, &me.later_msg);
+    // A silent worker waits at every barrier; the arrival it made before it died counts
+    // (the scheduler completes a barrier that every member reached), so the first barrier
+    // may complete. The next one cannot.
+    me.first_barrier = ErrorOf([&] { s.distributed()->Barrier(); });
+    me.barrier_code = ErrorOf([&] { s.distributed()->Barrier(); }, &me.barrier_msg);
+    me.dead = s.distributed()->NumDeadNodes(KV_NODE_WORKERS, 60);
+  });
+  for (const Seen& me : seen) {
+    CHECK(me.wait_code == KV_ERR_PEER_DEAD);
+    CHECK(Has(me.wait_msg, "push of key 0 (server 0): worker 2 died"));
+    CHECK(Has(me.wait_msg, "the sync round of key 0 cannot complete"));
+    CHECK(Has(me.wait_msg, "missing: worker 2; pushed: worker 0, worker 1"));
+    CHECK(me.later_code == KV_ERR_PEER_DEAD);
+    CHECK(Has(me.later_msg, "key 0: the sync round cannot complete because worker 2 died"));
+    CHECK(me.first_barrier == 0 || me.first_barrier == KV_ERR_PEER_DEAD);
+    CHECK(me.barrier_code == KV_ERR_PEER_DEAD);
+    CHECK(Has(me.barrier_msg, "barrier cannot complete: worker 2 died or left the job"));
+    CHECK(me.dead == 1);
+  }
+  const JobResult& res = job.Finish();
+  const NodeResult* killed = res.Find("worker 2");
+  CHECK(killed != nullptr && killed->killed);
+  const NodeResult* sched = res.Find("scheduler");
+  CHECK(sched != nullptr && sched->code == KV_ERR_PEER_DEAD &&
+        Has(sched->error, "the job finished without: worker 2"));
+  const NodeResult* server = res.Find("server 0");
+  CHECK(server != nullptr && server->code == KV_ERR_PEER_DEAD &&
+        Has(server->error, "server 0 stopped after worker 2 died"));
+  for (const char* w : {"worker 0", "worker 1"}) {
+    const NodeResult* n = res.Find(w);
+    CHECK(n != nullptr && n->code == KV_ERR_PEER_DEAD && Has(n->error, "worker 2"));
+  }
+  if (!res.Find("worker 2")) std::fprintf(stderr, "%s", res.Describe().c_str());
+}
+
 const Case kCases[] = {
     {"updater_failure_named", UpdaterFailureNamed},
     {"round_timeout_names_missing", RoundTimeoutNamesMissing},
     {"init_twice", InitTwice},
     {"killed_server", KilledServer},
+    {"killed_worker", KilledWorker},
 };
 
 }  // namespace
