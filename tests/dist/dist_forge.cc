@@ -40,7 +40,7 @@
 
 #include "ps/common.h"  // the documented wire header layout
 #include "ps/security.h"  // the job's key derivation (the ZAP case needs the listening key)
-#include "fatal_check.h"
+#include "../common/check.h"
 #include "kvstore/kvstore.h"
 
 using kvstore::dist::MsgType;
@@ -123,7 +123,7 @@ int ForgeController(int head, const char* body, void*) {
 
 int RunServer(bool forge) {
   KVStoreHandle kv = nullptr;
-  OK(KVStoreCreate("dist_sync", &kv));
+  REQUIRE_OK(KVStoreCreate("dist_sync", &kv));
   const int rc = KVStoreRunServer(kv, forge ? ForgeController : nullptr, nullptr);
   if (rc != 0) std::fprintf(stderr, "RunServer: %s\n", KVGetLastError());
   KVStoreFree(kv);
@@ -139,8 +139,8 @@ struct Forger {
 
 void Z85Pair(uint8_t* pub, uint8_t* sec) {
   char zp[41], zs[41];
-  CHECK(zmq_curve_keypair(zp, zs) == 0, "zmq_curve_keypair");
-  CHECK(zmq_z85_decode(pub, zp) != nullptr && zmq_z85_decode(sec, zs) != nullptr, "z85");
+  REQUIRE(zmq_curve_keypair(zp, zs) == 0, "zmq_curve_keypair");
+  REQUIRE(zmq_z85_decode(pub, zp) != nullptr && zmq_z85_decode(sec, zs) != nullptr, "z85");
 }
 
 // Forges every message kind from one socket; returns the reply frames it received.
@@ -185,12 +185,12 @@ int Forge(const Forger& f, const std::string& endpoint, int num_workers) {
 // closed the connection within `wait_ms` of the last byte.
 bool PeerClosesOnFrame(int port, uint64_t declared, size_t send, int wait_ms) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  CHECK(fd >= 0, "socket");
+  REQUIRE(fd >= 0, "socket");
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(static_cast<uint16_t>(port));
   inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-  CHECK(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0, "connect to port %d", port);
+  REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0, "connect to port %d", port);
   std::string out;
   // Greeting: signature, version 3.0, mechanism "NULL" (20 bytes), as-server 0, filler.
   out += '\xff';
@@ -259,45 +259,45 @@ void Flood(const std::string& endpoint, int count, WireHeader probe) {
   h.magic ^= 1;
   for (int i = 0; i < count; ++i) s.send(zmq::const_buffer(&h, sizeof(h)), zmq::send_flags::none);
   Send(s, probe, probe.type == static_cast<uint16_t>(MsgType::kRegister) ? "127.0.0.1" : "", "");
-  CHECK(CountReplies(s, 20000, true) > 0, "no answer from %s after the flood", endpoint.c_str());
+  REQUIRE(CountReplies(s, 20000, true) > 0, "no answer from %s after the flood", endpoint.c_str());
 }
 
 std::vector<float> PullKey(KVStoreHandle kv, KVArrayHandle out) {
-  OK(KVStorePull(kv, 1, &kKey, &out, 0));
+  REQUIRE_OK(KVStorePull(kv, 1, &kKey, &out, 0));
   std::vector<float> got(kLen);
-  OK(KVArrayCopyToHost(out, got.data(), got.size() * sizeof(float)));
+  REQUIRE_OK(KVArrayCopyToHost(out, got.data(), got.size() * sizeof(float)));
   return got;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  CHECK(argc >= 2, "usage: dist_forge register|forge|bounds ...");
+  REQUIRE(argc >= 2, "usage: dist_forge register|forge|bounds ...");
   const std::string mode = argv[1];
   if (mode == "register") {
-    CHECK(argc == 5, "usage: dist_forge register HOST PORT SECONDS");
+    REQUIRE(argc == 5, "usage: dist_forge register HOST PORT SECONDS");
     return Register(argv[2], argv[3], std::atof(argv[4]));
   }
-  CHECK(mode == "forge" || mode == "bounds", "unknown mode %s", mode.c_str());
+  REQUIRE(mode == "forge" || mode == "bounds", "unknown mode %s", mode.c_str());
   if (!KVIsWorkerNode()) return RunServer(mode == "forge");
   KVStoreHandle kv = nullptr;
-  OK(KVStoreCreate("dist_sync", &kv));
+  REQUIRE_OK(KVStoreCreate("dist_sync", &kv));
   int rank = 0, n = 0;
-  OK(KVStoreGetRank(kv, &rank));
-  OK(KVStoreGetGroupSize(kv, &n));
+  REQUIRE_OK(KVStoreGetRank(kv, &rank));
+  REQUIRE_OK(KVStoreGetGroupSize(kv, &n));
   const char* port = std::getenv("TEST_SERVER_PORT");
-  CHECK(port != nullptr, "TEST_SERVER_PORT is not set");
+  REQUIRE(port != nullptr, "TEST_SERVER_PORT is not set");
   const std::string server_ep = std::string("tcp://127.0.0.1:") + port;
   const std::string sched_ep = std::string("tcp://") + std::getenv("DMLC_PS_ROOT_URI") + ":" +
                                std::getenv("DMLC_PS_ROOT_PORT");
   int64_t len = kLen;
   KVArrayHandle v = nullptr, o = nullptr;
-  OK(KVArrayCreate(&len, 1, KV_FLOAT32, KV_CPU, 0, &v));
-  OK(KVArrayCreate(&len, 1, KV_FLOAT32, KV_CPU, 0, &o));
+  REQUIRE_OK(KVArrayCreate(&len, 1, KV_FLOAT32, KV_CPU, 0, &v));
+  REQUIRE_OK(KVArrayCreate(&len, 1, KV_FLOAT32, KV_CPU, 0, &o));
   std::vector<float> init(kLen);
   for (int i = 0; i < kLen; ++i) init[static_cast<size_t>(i)] = static_cast<float>(i);
-  OK(KVArrayCopyFromHost(v, init.data(), init.size() * sizeof(float)));
-  OK(KVStoreInit(kv, 1, &kKey, &v));
+  REQUIRE_OK(KVArrayCopyFromHost(v, init.data(), init.size() * sizeof(float)));
+  REQUIRE_OK(KVStoreInit(kv, 1, &kKey, &v));
 
   if (mode == "forge" && rank == 0) {
     std::vector<Forger> forgers;
@@ -310,7 +310,7 @@ int main(int argc, char** argv) {
     // Knows the job's listening key (it is public in CurveZMQ's model) but not the secret:
     // the handshake completes and the ZAP handler must refuse the member key.
     const char* secret = std::getenv("KVSTORE_JOB_SECRET");
-    CHECK(secret != nullptr && *secret != '\0', "the forge case needs a job secret");
+    REQUIRE(secret != nullptr && *secret != '\0', "the forge case needs a job secret");
     kvstore::dist::JobKeys keys;
     kvstore::dist::DeriveJobKeys(secret, &keys);
     Forger zap{"the job's listening key, a foreign member key", true, {}, {}, {}};
@@ -318,18 +318,18 @@ int main(int argc, char** argv) {
     Z85Pair(zap.public_key, zap.secret_key);
     forgers.push_back(zap);
     for (const Forger& f : forgers) {
-      CHECK(Forge(f, server_ep, n) == 0, "a forger (%s) read an answer from the server", f.what);
+      REQUIRE(Forge(f, server_ep, n) == 0, "a forger (%s) read an answer from the server", f.what);
       std::vector<float> got = PullKey(kv, o);
       for (int i = 0; i < kLen; ++i) {
-        CHECK(got[static_cast<size_t>(i)] == init[static_cast<size_t>(i)],
+        REQUIRE(got[static_cast<size_t>(i)] == init[static_cast<size_t>(i)],
               "after the forger (%s) element %d is %g, want %g (a forged push was applied)",
               f.what, i, got[static_cast<size_t>(i)], init[static_cast<size_t>(i)]);
       }
     }
     // The forged INIT created nothing: the job's own init of that key succeeds.
-    OK(KVStoreInit(kv, 1, &kForgedKey, &v));
+    REQUIRE_OK(KVStoreInit(kv, 1, &kForgedKey, &v));
   } else if (mode == "forge") {
-    OK(KVStoreInit(kv, 1, &kForgedKey, &v));
+    REQUIRE_OK(KVStoreInit(kv, 1, &kForgedKey, &v));
   }
 
   if (mode == "bounds" && rank == 0) {
@@ -338,25 +338,25 @@ int main(int argc, char** argv) {
     const int server_port = std::atoi(port);
     // The scheduler accepts no frame above 1 MiB, the server none above the bound: a
     // declared 1 GiB frame is refused at its size, before the bytes arrive.
-    CHECK(PeerClosesOnFrame(sched_port, 1ull << 30, 256 << 10, 3000),
+    REQUIRE(PeerClosesOnFrame(sched_port, 1ull << 30, 256 << 10, 3000),
           "the scheduler kept a connection that declared a 1 GiB frame");
-    CHECK(PeerClosesOnFrame(server_port, 1ull << 30, 256 << 10, 3000),
+    REQUIRE(PeerClosesOnFrame(server_port, 1ull << 30, 256 << 10, 3000),
           "the server kept a connection that declared a 1 GiB frame");
-    CHECK(PeerClosesOnFrame(server_port, static_cast<uint64_t>(bound) + 4096, 256 << 10, 3000),
+    REQUIRE(PeerClosesOnFrame(server_port, static_cast<uint64_t>(bound) + 4096, 256 << 10, 3000),
           "the server kept a connection that declared a frame above KVSTORE_MAX_MESSAGE_BYTES");
-    CHECK(!PeerClosesOnFrame(server_port, static_cast<uint64_t>(bound) / 2,
+    REQUIRE(!PeerClosesOnFrame(server_port, static_cast<uint64_t>(bound) / 2,
                              static_cast<size_t>(bound) / 2, 1000),
           "the server closed a connection whose frame is within KVSTORE_MAX_MESSAGE_BYTES");
     // A key whose part exceeds the bound fails at init, and nothing of it is stored.
     const int big_key = 5;
     int64_t big_len = bound / 4 + 16;
     KVArrayHandle big = nullptr;
-    OK(KVArrayCreate(&big_len, 1, KV_FLOAT32, KV_CPU, 0, &big));
+    REQUIRE_OK(KVArrayCreate(&big_len, 1, KV_FLOAT32, KV_CPU, 0, &big));
     const int rc = KVStoreInit(kv, 1, &big_key, &big);
-    CHECK(rc == KV_ERR_INVALID_ARGUMENT && std::strstr(KVGetLastError(), "KVSTORE_MAX_MESSAGE_BYTES"),
+    REQUIRE(rc == KV_ERR_INVALID_ARGUMENT && std::strstr(KVGetLastError(), "KVSTORE_MAX_MESSAGE_BYTES"),
           "init of a key above the bound: %s: %s", KVErrorName(rc), KVGetLastError());
     KVArrayFree(big);
-    OK(KVStoreInit(kv, 1, &big_key, &v));  // the key was not taken
+    REQUIRE_OK(KVStoreInit(kv, 1, &big_key, &v));  // the key was not taken
     // The scheduler answers a REGISTER after the rendezvous with ABORT; the server answers
     // a pull (the job is open, so the flood's socket may speak as worker 0).
     Flood(sched_ep, 3000, Header(MsgType::kRegister, 0));
@@ -369,19 +369,19 @@ int main(int argc, char** argv) {
     Flood(server_ep, 3000, pull);
   } else if (mode == "bounds") {
     const int big_key = 5;
-    OK(KVStoreInit(kv, 1, &big_key, &v));
+    REQUIRE_OK(KVStoreInit(kv, 1, &big_key, &v));
   }
 
-  OK(KVStoreBarrier(kv));
+  REQUIRE_OK(KVStoreBarrier(kv));
   for (int r = 0; r < 3; ++r) {
-    OK(KVArrayFill(v, rank + 1.0));
-    OK(KVStorePush(kv, 1, &kKey, &v, 0));
+    REQUIRE_OK(KVArrayFill(v, rank + 1.0));
+    REQUIRE_OK(KVStorePush(kv, 1, &kKey, &v, 0));
     std::vector<float> got = PullKey(kv, o);
-    for (float g : got) CHECK(g == n * (n + 1) / 2.0f, "round %d: %g, want %g", r, g, n * (n + 1) / 2.0);
+    for (float g : got) REQUIRE(g == n * (n + 1) / 2.0f, "round %d: %g, want %g", r, g, n * (n + 1) / 2.0);
   }
   KVArrayFree(v);
   KVArrayFree(o);
-  OK(KVStoreFree(kv));
+  REQUIRE_OK(KVStoreFree(kv));
   std::printf("PASS %s rank %d\n", mode.c_str(), rank);
   return 0;
 }

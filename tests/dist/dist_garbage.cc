@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "ps/common.h"  // the documented wire header layout
-#include "fatal_check.h"
+#include "../common/check.h"
 #include "kvstore/kvstore.h"
 
 using kvstore::dist::MsgType;
@@ -138,7 +138,7 @@ void SendGarbage(const std::string& endpoint, int num_workers) {
 
 void SendRawTcp(const std::string& host, int port) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
-  CHECK(fd >= 0, "socket");
+  REQUIRE(fd >= 0, "socket");
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(static_cast<uint16_t>(port));
@@ -159,41 +159,41 @@ void SendRawTcp(const std::string& host, int port) {
 int main() {
   KVStoreHandle kv = nullptr;
   if (!KVIsWorkerNode()) {
-    OK(KVStoreCreate("dist_sync", &kv));
+    REQUIRE_OK(KVStoreCreate("dist_sync", &kv));
     const int rc = KVStoreRunServer(kv, nullptr, nullptr);
     if (rc != 0) std::fprintf(stderr, "RunServer: %s\n", KVGetLastError());
     KVStoreFree(kv);
     return rc == 0 ? 0 : 1;
   }
-  OK(KVStoreCreate("dist_sync", &kv));
+  REQUIRE_OK(KVStoreCreate("dist_sync", &kv));
   int rank = 0, n = 0;
-  OK(KVStoreGetRank(kv, &rank));
-  OK(KVStoreGetGroupSize(kv, &n));
+  REQUIRE_OK(KVStoreGetRank(kv, &rank));
+  REQUIRE_OK(KVStoreGetGroupSize(kv, &n));
   const char* port = std::getenv("TEST_SERVER_PORT");
-  CHECK(port != nullptr, "TEST_SERVER_PORT is not set");
+  REQUIRE(port != nullptr, "TEST_SERVER_PORT is not set");
   const int key = 3;
   int64_t len = 10;
   KVArrayHandle v = nullptr, o = nullptr;
-  OK(KVArrayCreate(&len, 1, KV_FLOAT32, KV_CPU, 0, &v));
-  OK(KVArrayCreate(&len, 1, KV_FLOAT32, KV_CPU, 0, &o));
-  OK(KVStoreInit(kv, 1, &key, &v));
+  REQUIRE_OK(KVArrayCreate(&len, 1, KV_FLOAT32, KV_CPU, 0, &v));
+  REQUIRE_OK(KVArrayCreate(&len, 1, KV_FLOAT32, KV_CPU, 0, &o));
+  REQUIRE_OK(KVStoreInit(kv, 1, &key, &v));
   if (rank == 0) {
     SendRawTcp("127.0.0.1", std::atoi(port));
     SendGarbage(std::string("tcp://127.0.0.1:") + port, n);
     SendRawTcp("127.0.0.1", std::atoi(port));
   }
-  OK(KVStoreBarrier(kv));
+  REQUIRE_OK(KVStoreBarrier(kv));
   for (int r = 0; r < 3; ++r) {
-    OK(KVArrayFill(v, rank + 1.0));
-    OK(KVStorePush(kv, 1, &key, &v, 0));
-    OK(KVStorePull(kv, 1, &key, &o, 0));
+    REQUIRE_OK(KVArrayFill(v, rank + 1.0));
+    REQUIRE_OK(KVStorePush(kv, 1, &key, &v, 0));
+    REQUIRE_OK(KVStorePull(kv, 1, &key, &o, 0));
     float got[10];
-    OK(KVArrayCopyToHost(o, got, sizeof(got)));
-    for (float g : got) CHECK(g == n * (n + 1) / 2.0f, "round %d: %g", r, g);
+    REQUIRE_OK(KVArrayCopyToHost(o, got, sizeof(got)));
+    for (float g : got) REQUIRE(g == n * (n + 1) / 2.0f, "round %d: %g", r, g);
   }
   KVArrayFree(v);
   KVArrayFree(o);
-  OK(KVStoreFree(kv));
+  REQUIRE_OK(KVStoreFree(kv));
   std::printf("PASS garbage rank %d\n", rank);
   return 0;
 }

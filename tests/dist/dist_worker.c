@@ -77,23 +77,9 @@
 
 #include <kvstore/kvstore.h>
 
+#include "../common/check.h"
+
 static int g_rank = -1;
-
-#define CHECK(cond, ...)                                               \
-  do {                                                                 \
-    if (!(cond)) {                                                     \
-      fprintf(stderr, "FAIL rank %d line %d: ", g_rank, __LINE__);     \
-      fprintf(stderr, __VA_ARGS__);                                    \
-      fprintf(stderr, "\n");                                           \
-      exit(1);                                                         \
-    }                                                                  \
-  } while (0)
-
-#define OK(call)                                                                         \
-  do {                                                                                   \
-    int rc_ = (call);                                                                    \
-    CHECK(rc_ == 0, "%s -> %s: %s", #call, KVErrorName(rc_), KVGetLastError());          \
-  } while (0)
 
 /* ------------------------------------------------------------------------------------ */
 /* helpers                                                                               */
@@ -115,14 +101,14 @@ static float HalfToFloat(uint16_t h) {
 
 static KVArrayHandle NewArray(int64_t n, int dtype) {
   KVArrayHandle a = NULL;
-  OK(KVArrayCreate(&n, 1, dtype, KV_CPU, 0, &a));
+  REQUIRE_OK(KVArrayCreate(&n, 1, dtype, KV_CPU, 0, &a));
   return a;
 }
 
 static KVArrayHandle New2D(int64_t r, int64_t c, int dtype) {
   int64_t shape[2] = {r, c};
   KVArrayHandle a = NULL;
-  OK(KVArrayCreate(shape, 2, dtype, KV_CPU, 0, &a));
+  REQUIRE_OK(KVArrayCreate(shape, 2, dtype, KV_CPU, 0, &a));
   return a;
 }
 
@@ -130,23 +116,23 @@ static KVArrayHandle New2D(int64_t r, int64_t c, int dtype) {
 static void ExpectAll(KVArrayHandle a, double want, const char* what, int round) {
   int64_t n = 0;
   int dtype = 0;
-  OK(KVArrayGetSize(a, &n));
-  OK(KVArrayGetDType(a, &dtype));
+  REQUIRE_OK(KVArrayGetSize(a, &n));
+  REQUIRE_OK(KVArrayGetDType(a, &dtype));
   size_t nb = 0;
-  OK(KVArrayGetNBytes(a, &nb));
+  REQUIRE_OK(KVArrayGetNBytes(a, &nb));
   void* buf = malloc(nb ? nb : 1);
-  OK(KVArrayCopyToHost(a, buf, nb)); /* waits for the pending pull */
+  REQUIRE_OK(KVArrayCopyToHost(a, buf, nb)); /* waits for the pending pull */
   for (int64_t i = 0; i < n; ++i) {
     double v = dtype == KV_FLOAT32   ? ((float*)buf)[i]
                : dtype == KV_FLOAT64 ? ((double*)buf)[i]
                                      : HalfToFloat(((uint16_t*)buf)[i]);
-    CHECK(v == want, "%s round %d: element %lld is %.17g, expected %.17g", what, round,
+    REQUIRE(v == want, "%s round %d: element %lld is %.17g, expected %.17g", what, round,
           (long long)i, v, want);
   }
   free(buf);
 }
 
-static void FillValue(KVArrayHandle a, double v) { OK(KVArrayFill(a, v)); }
+static void FillValue(KVArrayHandle a, double v) { REQUIRE_OK(KVArrayFill(a, v)); }
 
 /* Keys of the data scenarios: small and sharded (the test sets the big-array bound to
  * 1000 elements), fp32, fp16 and fp64, one of them 2-D. */
@@ -188,7 +174,7 @@ static int PushPull(KVStoreHandle kv, int str, KVArrayHandle* vals, KVArrayHandl
 
 static int Data(KVStoreHandle kv, const char* scenario, int rounds, int str) {
   int n = 0;
-  OK(KVStoreGetGroupSize(kv, &n));
+  REQUIRE_OK(KVStoreGetGroupSize(kv, &n));
   const int async = strcmp(scenario, "async") == 0;
   const int assign = strcmp(scenario, "assign") == 0;
   const int momentum = strcmp(scenario, "momentum") == 0;
@@ -203,20 +189,20 @@ static int Data(KVStoreHandle kv, const char* scenario, int rounds, int str) {
     /* The wire names a string key by its text: the empty key is refused at once. */
     const char* empty = "";
     const int rc = KVStoreInitStr(kv, 1, &empty, &vals[0]);
-    CHECK(rc == KV_ERR_INVALID_ARGUMENT && strstr(KVGetLastError(), "non-empty"),
+    REQUIRE(rc == KV_ERR_INVALID_ARGUMENT && strstr(KVGetLastError(), "non-empty"),
           "init of the key \"\": %s %s", KVErrorName(rc), KVGetLastError());
   }
   if (momentum) {
-    OK(KVStoreSetOptimizer(kv, "sgd(learning_rate=0.5,momentum=0.5)"));
+    REQUIRE_OK(KVStoreSetOptimizer(kv, "sgd(learning_rate=0.5,momentum=0.5)"));
   } else if (!assign) {
-    OK(KVStoreSetOptimizer(kv, "test(rescale_grad=2)"));
+    REQUIRE_OK(KVStoreSetOptimizer(kv, "test(rescale_grad=2)"));
   }
-  OK(Init(kv, str, vals));
+  REQUIRE_OK(Init(kv, str, vals));
   /* Init is done everywhere: every worker reads the initial value. */
-  OK(Pull(kv, str, outs, 0));
+  REQUIRE_OK(Pull(kv, str, outs, 0));
   for (int i = 0; i < NKEYS; ++i) ExpectAll(outs[i], 1.0, "init", -1);
   /* Async pushes apply at once: nobody pushes before everyone has read the initial value. */
-  OK(KVStoreBarrier(kv));
+  REQUIRE_OK(KVStoreBarrier(kv));
 
   const double per_round = (double)n * (n + 1) / 2.0;
   double sgd_w = 1.0, sgd_m = 0.0;
@@ -226,32 +212,32 @@ static int Data(KVStoreHandle kv, const char* scenario, int rounds, int str) {
     sgd_w += sgd_m;
     const double want = momentum ? sgd_w : assign ? per_round : 1.0 + per_round * 2.0 * (r + 1);
     if (async) {
-      OK(Push(kv, str, vals, r));
+      REQUIRE_OK(Push(kv, str, vals, r));
       continue;
     }
     if (r % 2 == 1) {
-      OK(PushPull(kv, str, vals, outs));
+      REQUIRE_OK(PushPull(kv, str, vals, outs));
     } else {
-      OK(Push(kv, str, vals, r));
-      OK(Pull(kv, str, outs, -r));
+      REQUIRE_OK(Push(kv, str, vals, r));
+      REQUIRE_OK(Pull(kv, str, outs, -r));
     }
     /* A second pull into other outputs, one of them waited on explicitly. */
-    OK(Pull(kv, str, outs2, 0));
-    OK(KVArrayWaitToRead(outs2[0]));
+    REQUIRE_OK(Pull(kv, str, outs2, 0));
+    REQUIRE_OK(KVArrayWaitToRead(outs2[0]));
     for (int i = 0; i < NKEYS; ++i) {
       ExpectAll(outs[i], want, str ? kStrKeys[i] : "int key", r);
       ExpectAll(outs2[i], want, str ? kStrKeys[i] : "int key (2nd pull)", r);
     }
   }
   if (async) {
-    OK(KVStoreWaitAll(kv));
-    OK(KVStoreBarrier(kv));
-    OK(Pull(kv, str, outs, 0));
+    REQUIRE_OK(KVStoreWaitAll(kv));
+    REQUIRE_OK(KVStoreBarrier(kv));
+    REQUIRE_OK(Pull(kv, str, outs, 0));
     for (int i = 0; i < NKEYS; ++i) {
       ExpectAll(outs[i], 1.0 + per_round * 2.0 * rounds, "async total", rounds);
     }
   }
-  OK(KVStoreWaitAll(kv));
+  REQUIRE_OK(KVStoreWaitAll(kv));
   for (int i = 0; i < NKEYS; ++i) {
     KVArrayFree(vals[i]);
     KVArrayFree(outs[i]);
@@ -262,29 +248,29 @@ static int Data(KVStoreHandle kv, const char* scenario, int rounds, int str) {
 
 static int AsyncAssign(KVStoreHandle kv) {
   int n = 0;
-  OK(KVStoreGetGroupSize(kv, &n));
+  REQUIRE_OK(KVStoreGetGroupSize(kv, &n));
   const int key = 9;
   KVArrayHandle v = NewArray(1500, KV_FLOAT32), o = NewArray(1500, KV_FLOAT32); /* sharded */
-  OK(KVStoreInit(kv, 1, &key, &v));
+  REQUIRE_OK(KVStoreInit(kv, 1, &key, &v));
   FillValue(v, g_rank + 1.0);
-  OK(KVStorePush(kv, 1, &key, &v, 0));
-  OK(KVStoreWaitAll(kv));
-  OK(KVStoreBarrier(kv));
-  OK(KVStorePull(kv, 1, &key, &o, 0));
+  REQUIRE_OK(KVStorePush(kv, 1, &key, &v, 0));
+  REQUIRE_OK(KVStoreWaitAll(kv));
+  REQUIRE_OK(KVStoreBarrier(kv));
+  REQUIRE_OK(KVStorePull(kv, 1, &key, &o, 0));
   float got[1500];
-  OK(KVArrayCopyToHost(o, got, sizeof(got)));
+  REQUIRE_OK(KVArrayCopyToHost(o, got, sizeof(got)));
   /* Each part holds some worker's push (parts may come from different workers). */
   for (int i = 0; i < 1500; ++i) {
-    CHECK(got[i] >= 1 && got[i] <= n && got[i] == (float)(int)got[i], "element %d is %g", i, got[i]);
+    REQUIRE(got[i] >= 1 && got[i] <= n && got[i] == (float)(int)got[i], "element %d is %g", i, got[i]);
   }
-  OK(KVStoreBarrier(kv));
+  REQUIRE_OK(KVStoreBarrier(kv));
   if (g_rank == 0) {
     FillValue(v, 100.0);
-    OK(KVStorePushPull(kv, 1, &key, &v, 1, &key, &o, 0));
+    REQUIRE_OK(KVStorePushPull(kv, 1, &key, &v, 1, &key, &o, 0));
     ExpectAll(o, 100.0, "async pushpull without updater", 0);
   }
-  OK(KVStoreBarrier(kv));
-  OK(KVStorePull(kv, 1, &key, &o, 0));
+  REQUIRE_OK(KVStoreBarrier(kv));
+  REQUIRE_OK(KVStorePull(kv, 1, &key, &o, 0));
   ExpectAll(o, 100.0, "async value after rank 0's pushpull", 0);
   KVArrayFree(v);
   KVArrayFree(o);
@@ -293,7 +279,7 @@ static int AsyncAssign(KVStoreHandle kv) {
 
 static int Crossed(KVStoreHandle kv) {
   int n = 0;
-  OK(KVStoreGetGroupSize(kv, &n));
+  REQUIRE_OK(KVStoreGetGroupSize(kv, &n));
   enum { K = 8 };
   const int64_t len = 3 << 18; /* 3 MiB of float32 */
   int keys[K];
@@ -304,26 +290,26 @@ static int Crossed(KVStoreHandle kv) {
     o[i] = NewArray(len, KV_FLOAT32);
     o2[i] = NewArray(len, KV_FLOAT32);
   }
-  OK(KVStoreInit(kv, K, keys, v));
+  REQUIRE_OK(KVStoreInit(kv, K, keys, v));
   for (int r = 0; r < 3; ++r) {
     for (int j = 0; j < K; ++j) {
       const int i = g_rank % 2 == 0 ? j : K - 1 - j;
       FillValue(v[i], (g_rank + 1.0) * (r + 1));
-      OK(KVStorePush(kv, 1, &keys[i], &v[i], g_rank % 2 == 0 ? -j : j));
-      OK(KVStorePull(kv, 1, &keys[i], &o[i], g_rank % 2 == 0 ? j : -j));
+      REQUIRE_OK(KVStorePush(kv, 1, &keys[i], &v[i], g_rank % 2 == 0 ? -j : j));
+      REQUIRE_OK(KVStorePull(kv, 1, &keys[i], &o[i], g_rank % 2 == 0 ? j : -j));
     }
     /* Pulls with no push in flight (the windowed kind), several per key. */
-    OK(KVStoreWaitAll(kv));
+    REQUIRE_OK(KVStoreWaitAll(kv));
     for (int j = 0; j < K; ++j) {
-      OK(KVStorePull(kv, 1, &keys[j], &o2[j], 0));
-      OK(KVStorePull(kv, 1, &keys[j], &o2[j], 0));
+      REQUIRE_OK(KVStorePull(kv, 1, &keys[j], &o2[j], 0));
+      REQUIRE_OK(KVStorePull(kv, 1, &keys[j], &o2[j], 0));
     }
     const double want = n * (n + 1) / 2.0 * (r + 1);
     for (int i = 0; i < K; ++i) {
       ExpectAll(o[i], want, "crossed pull", r);
       ExpectAll(o2[i], want, "crossed second pull", r);
     }
-    OK(KVStoreBarrier(kv));
+    REQUIRE_OK(KVStoreBarrier(kv));
   }
   for (int i = 0; i < K; ++i) {
     KVArrayFree(v[i]);
@@ -353,7 +339,7 @@ static void RandomValues(int rank, int round, float* out, int64_t n) {
 
 static int Determinism(KVStoreHandle kv, const char* path) {
   int n = 0;
-  OK(KVStoreGetGroupSize(kv, &n));
+  REQUIRE_OK(KVStoreGetGroupSize(kv, &n));
   const int64_t size = 3001; /* sharded over the servers (bound 1000) */
   const int rounds = 3;
   const int key = 42;
@@ -362,29 +348,29 @@ static int Determinism(KVStoreHandle kv, const char* path) {
   float* want = malloc(sizeof(float) * size);
   float* tmp = malloc(sizeof(float) * size);
   KVArrayHandle v = NewArray(size, KV_FLOAT32), out = NewArray(size, KV_FLOAT32);
-  OK(KVStoreInit(kv, 1, &key, &v));
+  REQUIRE_OK(KVStoreInit(kv, 1, &key, &v));
   srand((unsigned)time(NULL) ^ (unsigned)getpid());
   for (int r = 0; r < rounds; ++r) {
     RandomValues(g_rank, r, host, size);
-    OK(KVArrayCopyFromHost(v, host, sizeof(float) * size));
+    REQUIRE_OK(KVArrayCopyFromHost(v, host, sizeof(float) * size));
     usleep((useconds_t)(rand() % 30000)); /* vary the arrival order */
-    OK(KVStorePush(kv, 1, &key, &v, 0));
-    OK(KVStorePull(kv, 1, &key, &out, 0));
-    OK(KVArrayCopyToHost(out, got, sizeof(float) * size));
+    REQUIRE_OK(KVStorePush(kv, 1, &key, &v, 0));
+    REQUIRE_OK(KVStorePull(kv, 1, &key, &out, 0));
+    REQUIRE_OK(KVArrayCopyToHost(out, got, sizeof(float) * size));
     /* The servers sum in rank order: ((v0 + v1) + v2) + ... */
     RandomValues(0, r, want, size);
     for (int w = 1; w < n; ++w) {
       RandomValues(w, r, tmp, size);
       for (int64_t i = 0; i < size; ++i) want[i] += tmp[i];
     }
-    CHECK(memcmp(got, want, sizeof(float) * size) == 0,
+    REQUIRE(memcmp(got, want, sizeof(float) * size) == 0,
           "round %d: the pulled sum differs from the rank-order sum", r);
-    OK(KVStoreBarrier(kv)); /* nobody starts round r+1 before everyone read round r */
+    REQUIRE_OK(KVStoreBarrier(kv)); /* nobody starts round r+1 before everyone read round r */
   }
   if (g_rank == 0) {
     FILE* f = fopen(path, "wb");
-    CHECK(f != NULL, "cannot write %s", path);
-    CHECK(fwrite(got, sizeof(float), (size_t)size, f) == (size_t)size, "short write");
+    REQUIRE(f != NULL, "cannot write %s", path);
+    REQUIRE(fwrite(got, sizeof(float), (size_t)size, f) == (size_t)size, "short write");
     fclose(f);
   }
   KVArrayFree(v);
@@ -410,101 +396,101 @@ static void CountFree(void* user_data) { ++*(int*)user_data; }
 
 static int Api(KVStoreHandle kv) {
   int n = 0, rank = -1, rc;
-  OK(KVStoreGetGroupSize(kv, &n));
-  OK(KVStoreGetRank(kv, &rank));
-  CHECK(rank == g_rank && rank >= 0 && rank < n, "rank %d of %d", rank, n);
+  REQUIRE_OK(KVStoreGetGroupSize(kv, &n));
+  REQUIRE_OK(KVStoreGetRank(kv, &rank));
+  REQUIRE(rank == g_rank && rank >= 0 && rank < n, "rank %d of %d", rank, n);
   const char* type = NULL;
-  OK(KVStoreGetType(kv, &type));
-  CHECK(strcmp(type, "dist_sync") == 0, "type %s", type);
+  REQUIRE_OK(KVStoreGetType(kv, &type));
+  REQUIRE(strcmp(type, "dist_sync") == 0, "type %s", type);
 
   KVArrayHandle a = NewArray(4, KV_FLOAT32), b = NewArray(5, KV_FLOAT32);
   KVArrayHandle h = NewArray(4, KV_FLOAT16);
   const int k = 7, unknown = 99;
-  OK(KVStoreInit(kv, 1, &k, &a));
+  REQUIRE_OK(KVStoreInit(kv, 1, &k, &a));
   rc = KVStoreInit(kv, 1, &k, &a);
-  CHECK(rc == KV_ERR_DUPLICATE_KEY, "duplicate init: %s", KVErrorName(rc));
+  REQUIRE(rc == KV_ERR_DUPLICATE_KEY, "duplicate init: %s", KVErrorName(rc));
   rc = KVStorePull(kv, 1, &unknown, &a, 0);
-  CHECK(rc == KV_ERR_UNKNOWN_KEY && strstr(KVGetLastError(), "99"), "unknown key: %s %s",
+  REQUIRE(rc == KV_ERR_UNKNOWN_KEY && strstr(KVGetLastError(), "99"), "unknown key: %s %s",
         KVErrorName(rc), KVGetLastError());
   rc = KVStorePush(kv, 1, &k, &b, 0);
-  CHECK(rc == KV_ERR_SHAPE_MISMATCH && strstr(KVGetLastError(), "(5)") &&
+  REQUIRE(rc == KV_ERR_SHAPE_MISMATCH && strstr(KVGetLastError(), "(5)") &&
             strstr(KVGetLastError(), "(4)"),
         "shape mismatch: %s %s", KVErrorName(rc), KVGetLastError());
   rc = KVStorePull(kv, 1, &k, &h, 0);
-  CHECK(rc == KV_ERR_DTYPE_MISMATCH, "dtype mismatch: %s", KVErrorName(rc));
+  REQUIRE(rc == KV_ERR_DTYPE_MISMATCH, "dtype mismatch: %s", KVErrorName(rc));
   const char* sk = "s";
   rc = KVStorePushStr(kv, 1, &sk, &a, 0);
-  CHECK(rc == KV_ERR_KEY_KIND_MISMATCH, "mixed kinds: %s", KVErrorName(rc));
+  REQUIRE(rc == KV_ERR_KEY_KIND_MISMATCH, "mixed kinds: %s", KVErrorName(rc));
   rc = KVStoreSetOptimizer(kv, "no_such_optimizer(lr=1)");
-  CHECK(rc == KV_ERR_INVALID_ARGUMENT, "bad optimizer: %s", KVErrorName(rc));
+  REQUIRE(rc == KV_ERR_INVALID_ARGUMENT, "bad optimizer: %s", KVErrorName(rc));
   rc = KVStoreSetUpdater(kv, NULL, NULL, NULL);
-  CHECK(rc == KV_ERR_NOT_SUPPORTED, "set_updater on a worker: %s", KVErrorName(rc));
+  REQUIRE(rc == KV_ERR_NOT_SUPPORTED, "set_updater on a worker: %s", KVErrorName(rc));
   /* A refused registration leaves user_data with the caller: its free hook never runs. */
   int frees = 0;
   rc = KVStoreSetUpdater(kv, AssignUpdater, &frees, CountFree);
-  CHECK(rc == KV_ERR_NOT_SUPPORTED && frees == 0, "refused set_updater: %s, free hook ran %d times",
+  REQUIRE(rc == KV_ERR_NOT_SUPPORTED && frees == 0, "refused set_updater: %s, free hook ran %d times",
         KVErrorName(rc), frees);
   rc = KVStoreSetStrUpdater(kv, AssignStrUpdater, &frees, CountFree);
-  CHECK(rc == KV_ERR_NOT_SUPPORTED && frees == 0, "refused set_str_updater: %s, free hook ran %d times",
+  REQUIRE(rc == KV_ERR_NOT_SUPPORTED && frees == 0, "refused set_str_updater: %s, free hook ran %d times",
         KVErrorName(rc), frees);
 
   /* Commands reach every server's controller; head 13 makes the controller fail. */
-  OK(KVStoreSendCommandToServers(kv, 5, "hello servers"));
+  REQUIRE_OK(KVStoreSendCommandToServers(kv, 5, "hello servers"));
   rc = KVStoreSendCommandToServers(kv, 13, "fail please");
-  CHECK(rc == KV_ERR_CALLBACK, "failing controller: %s %s", KVErrorName(rc), KVGetLastError());
+  REQUIRE(rc == KV_ERR_CALLBACK, "failing controller: %s %s", KVErrorName(rc), KVGetLastError());
   rc = KVStoreSendCommandToServers(kv, -1, "reserved");
-  CHECK(rc == KV_ERR_INVALID_ARGUMENT, "reserved head: %s", KVErrorName(rc));
+  REQUIRE(rc == KV_ERR_INVALID_ARGUMENT, "reserved head: %s", KVErrorName(rc));
 
   /* A second dist store in the same process is refused at once (the job is full). */
   KVStoreHandle kv2 = NULL;
   rc = KVStoreCreate("dist_sync", &kv2);
-  CHECK(rc == KV_ERR_INVALID_ARGUMENT && kv2 == NULL && strstr(KVGetLastError(), "already running"),
+  REQUIRE(rc == KV_ERR_INVALID_ARGUMENT && kv2 == NULL && strstr(KVGetLastError(), "already running"),
         "second store: %s %s", KVErrorName(rc), KVGetLastError());
 
   int dead = -1;
-  OK(KVStoreGetNumDeadNode(kv, KV_NODE_SCHEDULER + KV_NODE_SERVERS + KV_NODE_WORKERS, 60, &dead));
-  CHECK(dead == 0, "%d dead nodes in a healthy job", dead);
+  REQUIRE_OK(KVStoreGetNumDeadNode(kv, KV_NODE_SCHEDULER + KV_NODE_SERVERS + KV_NODE_WORKERS, 60, &dead));
+  REQUIRE(dead == 0, "%d dead nodes in a healthy job", dead);
   rc = KVStoreGetNumDeadNode(kv, 0, 60, &dead);
-  CHECK(rc == KV_ERR_INVALID_ARGUMENT, "group 0: %s", KVErrorName(rc));
+  REQUIRE(rc == KV_ERR_INVALID_ARGUMENT, "group 0: %s", KVErrorName(rc));
 
   /* Broadcast = init (rank 0's value) + pull on every worker; a second broadcast of the
    * key is a duplicate init. */
   const int bk = 21;
   KVArrayHandle bv = NewArray(6, KV_FLOAT64), bo = NewArray(6, KV_FLOAT64);
   FillValue(bv, 10.0 + rank); /* only rank 0's value may win */
-  OK(KVStoreBroadcast(kv, 1, &bk, &bv, 1, &bk, &bo, 0));
+  REQUIRE_OK(KVStoreBroadcast(kv, 1, &bk, &bv, 1, &bk, &bo, 0));
   ExpectAll(bo, 10.0, "broadcast", 0);
   rc = KVStoreBroadcast(kv, 1, &bk, &bv, 1, &bk, &bo, 0);
-  CHECK(rc == KV_ERR_DUPLICATE_KEY, "second broadcast: %s", KVErrorName(rc));
+  REQUIRE(rc == KV_ERR_DUPLICATE_KEY, "second broadcast: %s", KVErrorName(rc));
   KVArrayFree(bv);
   KVArrayFree(bo);
 
   /* The store still works after all those errors. */
   FillValue(a, 2.0);
-  OK(KVStorePush(kv, 1, &k, &a, 0));
-  OK(KVStorePull(kv, 1, &k, &a, 0));
+  REQUIRE_OK(KVStorePush(kv, 1, &k, &a, 0));
+  REQUIRE_OK(KVStorePull(kv, 1, &k, &a, 0));
   ExpectAll(a, 2.0 * n, "after errors", 0);
-  for (int i = 0; i < 3; ++i) OK(KVStoreBarrier(kv));
+  for (int i = 0; i < 3; ++i) REQUIRE_OK(KVStoreBarrier(kv));
 
   /* A push call with a key the optimizer refuses (int32 under sgd) fails before any key of
    * it is applied: the float key's value and momentum move only with the next good push. */
-  OK(KVStoreSetOptimizer(kv, "sgd(learning_rate=1,momentum=0.5)"));
+  REQUIRE_OK(KVStoreSetOptimizer(kv, "sgd(learning_rate=1,momentum=0.5)"));
   const int mk[2] = {31, 32};
   KVArrayHandle mv[2] = {NewArray(4, KV_FLOAT32), NewArray(4, KV_INT32)};
-  OK(KVStoreInit(kv, 2, mk, mv));
+  REQUIRE_OK(KVStoreInit(kv, 2, mk, mv));
   FillValue(mv[0], 1.0);
   FillValue(mv[1], 1.0);
   rc = KVStorePush(kv, 2, mk, mv, 0);
-  CHECK(rc == KV_ERR_NOT_SUPPORTED && strstr(KVGetLastError(), "key 32"),
+  REQUIRE(rc == KV_ERR_NOT_SUPPORTED && strstr(KVGetLastError(), "key 32"),
         "push of an int32 key under sgd: %s %s", KVErrorName(rc), KVGetLastError());
-  OK(KVStoreWaitAll(kv));
-  OK(KVStorePush(kv, 1, &mk[0], &mv[0], 0));
-  OK(KVStorePull(kv, 1, &mk[0], &mv[0], 0));
+  REQUIRE_OK(KVStoreWaitAll(kv));
+  REQUIRE_OK(KVStorePush(kv, 1, &mk[0], &mv[0], 0));
+  REQUIRE_OK(KVStorePull(kv, 1, &mk[0], &mv[0], 0));
   /* One applied round: mom = -lr * n, w = 0 + mom (two rounds would give -2.5 n). */
   ExpectAll(mv[0], -1.0 * n, "sgd after a refused push", 0);
   KVArrayFree(mv[0]);
   KVArrayFree(mv[1]);
-  OK(KVStoreSetBarrierBeforeExit(kv, 1));
+  REQUIRE_OK(KVStoreSetBarrierBeforeExit(kv, 1));
   KVArrayFree(a);
   KVArrayFree(b);
   KVArrayFree(h);
@@ -524,11 +510,11 @@ static void StartTwoKeys(KVStoreHandle kv, const int keys[2], KVArrayHandle v[2]
     v[i] = NewArray(16, KV_FLOAT32);
     o[i] = NewArray(16, KV_FLOAT32);
   }
-  OK(KVStoreInit(kv, 2, keys, v));
-  OK(KVStorePush(kv, 2, keys, v, 0));
-  OK(KVStorePull(kv, 2, keys, o, 0));
-  OK(KVStoreWaitAll(kv));
-  OK(KVStoreBarrier(kv));
+  REQUIRE_OK(KVStoreInit(kv, 2, keys, v));
+  REQUIRE_OK(KVStorePush(kv, 2, keys, v, 0));
+  REQUIRE_OK(KVStorePull(kv, 2, keys, o, 0));
+  REQUIRE_OK(KVStoreWaitAll(kv));
+  REQUIRE_OK(KVStoreBarrier(kv));
 }
 
 static int Killed(KVStoreHandle kv) {
@@ -537,22 +523,22 @@ static int Killed(KVStoreHandle kv) {
   StartTwoKeys(kv, keys, v, o);
   if (g_rank == 2) {
     /* Mid-round: push key 1 only, make sure it left, then die without any goodbye. */
-    OK(KVStorePush(kv, 1, &keys[0], &v[0], 0));
+    REQUIRE_OK(KVStorePush(kv, 1, &keys[0], &v[0], 0));
     usleep(300000);
     kill(getpid(), SIGKILL);
   }
   const double t0 = Now();
-  OK(KVStorePush(kv, 2, keys, v, 0));
+  REQUIRE_OK(KVStorePush(kv, 2, keys, v, 0));
   int rc = KVStorePull(kv, 2, keys, o, 0);
   if (rc == 0) rc = KVArrayWaitToRead(o[1]);
   if (rc == 0) rc = KVArrayWaitToRead(o[0]);
   if (rc == 0) rc = KVStoreWaitAll(kv);
   const double took = Now() - t0;
-  CHECK(rc == KV_ERR_PEER_DEAD || rc == KV_ERR_TIMEOUT, "expected PEER_DEAD/TIMEOUT, got %s: %s",
+  REQUIRE(rc == KV_ERR_PEER_DEAD || rc == KV_ERR_TIMEOUT, "expected PEER_DEAD/TIMEOUT, got %s: %s",
         KVErrorName(rc), KVGetLastError());
-  CHECK(strstr(KVGetLastError(), "worker 2") || strstr(KVGetLastError(), "worker(s) 2"),
+  REQUIRE(strstr(KVGetLastError(), "worker 2") || strstr(KVGetLastError(), "worker(s) 2"),
         "the error does not name worker 2: %s", KVGetLastError());
-  CHECK(took < 20.0, "took %.1f s to notice", took);
+  REQUIRE(took < 20.0, "took %.1f s to notice", took);
   const int first_rc = rc;
   char first_msg[512];
   snprintf(first_msg, sizeof first_msg, "%s", KVGetLastError());
@@ -564,14 +550,14 @@ static int Killed(KVStoreHandle kv) {
     rc = KVStorePush(kv, 1, &keys[0], &v[0], 0);
     int pull_rc = KVStorePull(kv, 1, &keys[0], &o[0], 0);
     if (pull_rc == 0) pull_rc = KVArrayWaitToRead(o[0]);
-    CHECK(pull_rc != 0, "round %d: a pull succeeded without this worker's own push (push: %s)", r,
+    REQUIRE(pull_rc != 0, "round %d: a pull succeeded without this worker's own push (push: %s)", r,
           KVErrorName(rc));
-    CHECK(strstr(KVGetLastError(), "worker 2") && strstr(KVGetLastError(), "key 1"),
+    REQUIRE(strstr(KVGetLastError(), "worker 2") && strstr(KVGetLastError(), "key 1"),
           "the failed pull does not name key 1 and worker 2: %s", KVGetLastError());
     const int wait_rc = KVStoreWaitAll(kv);
-    CHECK(rc != 0 || wait_rc != 0, "round %d: a refused push was reported neither by push nor by wait", r);
+    REQUIRE(rc != 0 || wait_rc != 0, "round %d: a refused push was reported neither by push nor by wait", r);
     if (rc == 0) {
-      CHECK(strstr(KVGetLastError(), "push of key 1") && strstr(KVGetLastError(), "worker 2"),
+      REQUIRE(strstr(KVGetLastError(), "push of key 1") && strstr(KVGetLastError(), "worker 2"),
             "the wait does not name the failed push of key 1 and worker 2: %s", KVGetLastError());
     }
   }
@@ -588,7 +574,7 @@ static int Killed(KVStoreHandle kv) {
 
 static int KilledServer(KVStoreHandle kv) {
   int n = 0;
-  OK(KVStoreGetGroupSize(kv, &n));
+  REQUIRE_OK(KVStoreGetGroupSize(kv, &n));
   /* With 2 servers, small int key k lives on server k % 2. */
   const int keys[2] = {4, 5};
   KVArrayHandle v[2], o[2];
@@ -596,31 +582,31 @@ static int KilledServer(KVStoreHandle kv) {
   /* Key 7 (odd: server 1), 80 KiB: pushed without a copy. */
   const int big_key = 7;
   KVArrayHandle big = NewArray(20000, KV_FLOAT32);
-  OK(KVStoreInit(kv, 1, &big_key, &big));
+  REQUIRE_OK(KVStoreInit(kv, 1, &big_key, &big));
   const double t0 = Now();
   if (g_rank == 0) {
     /* Command 99 makes server 1 kill itself before it answers. */
     int rc = KVStoreSendCommandToServers(kv, 99, "die");
-    CHECK(rc == KV_ERR_PEER_DEAD || rc == KV_ERR_TIMEOUT, "command to a dying server: %s %s",
+    REQUIRE(rc == KV_ERR_PEER_DEAD || rc == KV_ERR_TIMEOUT, "command to a dying server: %s %s",
           KVErrorName(rc), KVGetLastError());
-    CHECK(strstr(KVGetLastError(), "server 1") != NULL, "error does not name server 1: %s",
+    REQUIRE(strstr(KVGetLastError(), "server 1") != NULL, "error does not name server 1: %s",
           KVGetLastError());
   }
-  OK(KVStoreBarrier(kv));
+  REQUIRE_OK(KVStoreBarrier(kv));
   /* Key 5 (server 1) fails at once; key 4 (server 0) still completes rounds. */
   FillValue(v[0], g_rank + 1.0);
-  OK(KVStorePush(kv, 1, &keys[0], &v[0], 0));
-  OK(KVStorePull(kv, 1, &keys[0], &o[0], 0));
+  REQUIRE_OK(KVStorePush(kv, 1, &keys[0], &v[0], 0));
+  REQUIRE_OK(KVStorePull(kv, 1, &keys[0], &o[0], 0));
   ExpectAll(o[0], n * (n + 1) / 2.0, "server 0 key after server 1 died", 1);
   int dead = -1;
-  OK(KVStoreGetNumDeadNode(kv, KV_NODE_SERVERS, 60, &dead));
-  CHECK(dead == 1, "%d dead servers reported, expected 1", dead);
-  OK(KVStoreGetNumDeadNode(kv, KV_NODE_WORKERS + KV_NODE_SCHEDULER, 60, &dead));
-  CHECK(dead == 0, "%d dead workers/scheduler reported, expected 0", dead);
+  REQUIRE_OK(KVStoreGetNumDeadNode(kv, KV_NODE_SERVERS, 60, &dead));
+  REQUIRE(dead == 1, "%d dead servers reported, expected 1", dead);
+  REQUIRE_OK(KVStoreGetNumDeadNode(kv, KV_NODE_WORKERS + KV_NODE_SCHEDULER, 60, &dead));
+  REQUIRE(dead == 0, "%d dead workers/scheduler reported, expected 0", dead);
   int rc = KVStorePull(kv, 1, &keys[1], &o[1], 0);
   if (rc == 0) rc = KVArrayWaitToRead(o[1]);
-  CHECK(rc == KV_ERR_PEER_DEAD, "pull from a dead server: %s %s", KVErrorName(rc), KVGetLastError());
-  CHECK(strstr(KVGetLastError(), "server 1") != NULL, "error does not name server 1: %s",
+  REQUIRE(rc == KV_ERR_PEER_DEAD, "pull from a dead server: %s %s", KVErrorName(rc), KVGetLastError());
+  REQUIRE(strstr(KVGetLastError(), "server 1") != NULL, "error does not name server 1: %s",
         KVGetLastError());
   /* A failed push of a key on the dead server is reported by the wait, naming the push,
    * the key and the server; it does not make calls on keys of the healthy server fail. */
@@ -629,29 +615,29 @@ static int KilledServer(KVStoreHandle kv) {
   if (rc == 0) {
     for (int r = 0; r < 3; ++r) {
       FillValue(v[0], g_rank + 1.0);
-      OK(KVStorePush(kv, 1, &keys[0], &v[0], 0));
-      OK(KVStorePull(kv, 1, &keys[0], &o[0], 0));
+      REQUIRE_OK(KVStorePush(kv, 1, &keys[0], &v[0], 0));
+      REQUIRE_OK(KVStorePull(kv, 1, &keys[0], &o[0], 0));
       ExpectAll(o[0], n * (n + 1) / 2.0, "server 0 key after a failed push to server 1", r);
     }
     rc = KVStoreWaitAll(kv);
   }
-  CHECK(rc == KV_ERR_PEER_DEAD && strstr(KVGetLastError(), "push of key 5") &&
+  REQUIRE(rc == KV_ERR_PEER_DEAD && strstr(KVGetLastError(), "push of key 5") &&
             strstr(KVGetLastError(), "server 1"),
         "failed push to a dead server: %s %s", KVErrorName(rc), KVGetLastError());
-  OK(KVStoreWaitAll(kv)); /* reported once */
+  REQUIRE_OK(KVStoreWaitAll(kv)); /* reported once */
   /* A zero-copy push (>= 64 KiB) of a key that lives on the dead server: writing or
    * freeing its value must not wait for the network. */
   const double t1 = Now();
   rc = KVStorePush(kv, 1, &big_key, &big, 0);
   if (rc == 0) {
     FillValue(big, 7.0);
-    OK(KVArrayFree(big));
+    REQUIRE_OK(KVArrayFree(big));
     rc = KVStoreWaitAll(kv);
   } else {
     KVArrayFree(big);
   }
-  CHECK(rc == KV_ERR_PEER_DEAD, "push to a dead server: %s %s", KVErrorName(rc), KVGetLastError());
-  CHECK(Now() - t1 < 5.0, "a zero-copy push to a dead server held its array for %.1f s", Now() - t1);
+  REQUIRE(rc == KV_ERR_PEER_DEAD, "push to a dead server: %s %s", KVErrorName(rc), KVGetLastError());
+  REQUIRE(Now() - t1 < 5.0, "a zero-copy push to a dead server held its array for %.1f s", Now() - t1);
   printf("SURVIVOR_OK rank %d after %.2f s: %s: %s\n", g_rank, Now() - t0, KVErrorName(rc),
          KVGetLastError());
   fflush(stdout);
@@ -664,50 +650,50 @@ static int KilledServer(KVStoreHandle kv) {
 
 static int ZeroCopy(KVStoreHandle kv, int rounds) {
   int n = 0;
-  OK(KVStoreGetGroupSize(kv, &n));
+  REQUIRE_OK(KVStoreGetGroupSize(kv, &n));
   const int64_t len = 1 << 16; /* 256 KiB of float32: above the zero-copy bound */
   const int keys[2] = {21, 22};
   KVArrayHandle v = NewArray(len, KV_FLOAT32), o = NewArray(len, KV_FLOAT32);
   KVArrayHandle exposed = NewArray(len, KV_FLOAT32);
   KVArrayHandle init[2] = {v, o};
-  OK(KVStoreInit(kv, 2, keys, init));
+  REQUIRE_OK(KVStoreInit(kv, 2, keys, init));
   float* pinned = NULL;
-  OK(KVArrayGetData(exposed, (void**)&pinned));
+  REQUIRE_OK(KVArrayGetData(exposed, (void**)&pinned));
   for (int r = 0; r < rounds; ++r) {
     const double sum = n * (n + 1) / 2.0 * (r + 1);
     /* A write right after the push waits until the push has read the value. */
     FillValue(v, (g_rank + 1.0) * (r + 1));
-    OK(KVStorePush(kv, 1, &keys[0], &v, 0));
+    REQUIRE_OK(KVStorePush(kv, 1, &keys[0], &v, 0));
     FillValue(v, -1000.0);
-    OK(KVStorePull(kv, 1, &keys[0], &o, 0));
+    REQUIRE_OK(KVStorePull(kv, 1, &keys[0], &o, 0));
     ExpectAll(o, sum, "pull after a push whose value was overwritten", r);
     /* An array freed right after its push: the push still sends its value. */
     KVArrayHandle tmp = NewArray(len, KV_FLOAT32);
     FillValue(tmp, (g_rank + 1.0) * (r + 1));
-    OK(KVStorePush(kv, 1, &keys[1], &tmp, 0));
-    OK(KVArrayFree(tmp));
+    REQUIRE_OK(KVStorePush(kv, 1, &keys[1], &tmp, 0));
+    REQUIRE_OK(KVArrayFree(tmp));
     /* An output whose data pointer was handed out keeps it and receives the value. */
-    OK(KVStorePull(kv, 1, &keys[1], &exposed, 0));
-    OK(KVArrayWaitToRead(exposed));
+    REQUIRE_OK(KVStorePull(kv, 1, &keys[1], &exposed, 0));
+    REQUIRE_OK(KVArrayWaitToRead(exposed));
     float* again = NULL;
-    OK(KVArrayGetData(exposed, (void**)&again));
-    CHECK(again == pinned, "the data pointer of an exposed output moved (%p -> %p)", (void*)pinned,
+    REQUIRE_OK(KVArrayGetData(exposed, (void**)&again));
+    REQUIRE(again == pinned, "the data pointer of an exposed output moved (%p -> %p)", (void*)pinned,
           (void*)again);
     for (int64_t i = 0; i < len; ++i) {
-      CHECK(pinned[i] == sum, "round %d: exposed output element %lld is %g, expected %g", r,
+      REQUIRE(pinned[i] == sum, "round %d: exposed output element %lld is %g, expected %g", r,
             (long long)i, pinned[i], sum);
     }
     /* Pushpull into its own value, then a push of an array that received a pull. */
     FillValue(v, (g_rank + 1.0) * (r + 1));
-    OK(KVStorePushPull(kv, 1, &keys[0], &v, 1, &keys[0], &v, 0));
+    REQUIRE_OK(KVStorePushPull(kv, 1, &keys[0], &v, 1, &keys[0], &v, 0));
     ExpectAll(v, sum, "pushpull into its own value", r);
-    OK(KVStorePull(kv, 1, &keys[1], &o, 0));
+    REQUIRE_OK(KVStorePull(kv, 1, &keys[1], &o, 0));
     ExpectAll(o, sum, "pull into an output", r);
     FillValue(o, (g_rank + 1.0) * (r + 1)); /* writes the adopted buffer in place */
-    OK(KVStorePush(kv, 1, &keys[1], &o, 0));
-    OK(KVStorePull(kv, 1, &keys[1], &o, 0));
+    REQUIRE_OK(KVStorePush(kv, 1, &keys[1], &o, 0));
+    REQUIRE_OK(KVStorePull(kv, 1, &keys[1], &o, 0));
     ExpectAll(o, sum, "push of a pulled array", r);
-    OK(KVStoreBarrier(kv));
+    REQUIRE_OK(KVStoreBarrier(kv));
   }
   KVArrayFree(v);
   KVArrayFree(o);
@@ -743,7 +729,7 @@ static int KilledScheduler(KVStoreHandle kv) {
     char path[128];
     SchedulerFlag(path, sizeof path);
     FILE* f = fopen(path, "w");
-    CHECK(f != NULL, "cannot create %s", path);
+    REQUIRE(f != NULL, "cannot create %s", path);
     fclose(f);
   }
   const double t0 = Now();
@@ -758,16 +744,16 @@ static int KilledScheduler(KVStoreHandle kv) {
     if (rc == 0) rc = KVStoreWaitAll(kv);
   }
   const double took = Now() - t0;
-  CHECK(rc == KV_ERR_PEER_DEAD && strstr(KVGetLastError(), "scheduler"),
+  REQUIRE(rc == KV_ERR_PEER_DEAD && strstr(KVGetLastError(), "scheduler"),
         "expected PEER_DEAD naming the scheduler, got %s: %s", KVErrorName(rc), KVGetLastError());
-  CHECK(took < limit, "took %.1f s to fail after the scheduler died (timeout %.0f s)", took, limit);
+  REQUIRE(took < limit, "took %.1f s to fail after the scheduler died (timeout %.0f s)", took, limit);
   printf("SURVIVOR_OK rank %d after %.2f s: %s: %s\n", g_rank, took, KVErrorName(rc), KVGetLastError());
   fflush(stdout);
   const double t1 = Now();
   rc = KVStoreFree(kv);
-  CHECK(rc == KV_ERR_PEER_DEAD && strstr(KVGetLastError(), "scheduler"),
+  REQUIRE(rc == KV_ERR_PEER_DEAD && strstr(KVGetLastError(), "scheduler"),
         "KVStoreFree without a scheduler: %s: %s", KVErrorName(rc), KVGetLastError());
-  CHECK(Now() - t1 < 5.0, "KVStoreFree took %.1f s without a scheduler", Now() - t1);
+  REQUIRE(Now() - t1 < 5.0, "KVStoreFree took %.1f s without a scheduler", Now() - t1);
   KVArrayFree(v[0]);
   KVArrayFree(v[1]);
   KVArrayFree(o[0]);
@@ -805,13 +791,13 @@ static void WritePidFile(void) {
 
 static int Faults(KVStoreHandle kv) {
   int n = 0;
-  OK(KVStoreGetGroupSize(kv, &n));
+  REQUIRE_OK(KVStoreGetGroupSize(kv, &n));
   const int64_t len = 64;
   const int keys[2] = {4, 5}; /* one key per server with two servers */
   KVArrayHandle v[2] = {NewArray(len, KV_FLOAT32), NewArray(len, KV_FLOAT32)};
   KVArrayHandle o[2] = {NewArray(len, KV_FLOAT32), NewArray(len, KV_FLOAT32)};
-  OK(KVStoreInit(kv, 2, keys, v));
-  OK(KVStoreBarrier(kv));
+  REQUIRE_OK(KVStoreInit(kv, 2, keys, v));
+  REQUIRE_OK(KVStoreBarrier(kv));
   if (g_rank == 0) {
     char path[512];
     FaultPath(path, sizeof path, "training");
@@ -888,17 +874,17 @@ static int Priority(KVStoreHandle kv) {
     keys[i] = 30 + i;
     v[i] = NewArray(i < 2 ? (int64_t)1 << 23 : 1024, KV_FLOAT32);
   }
-  OK(KVStoreInit(kv, K + 1, keys, v));
+  REQUIRE_OK(KVStoreInit(kv, K + 1, keys, v));
   /* Capture this process's log lines (the worker logs each send at PS_VERBOSE=2). */
   char path[] = "/tmp/kvstore-priority-XXXXXX";
   const int fd = mkstemp(path);
-  CHECK(fd >= 0, "mkstemp failed");
+  REQUIRE(fd >= 0, "mkstemp failed");
   fflush(stderr);
   const int saved = dup(2);
-  CHECK(saved >= 0 && dup2(fd, 2) >= 0, "cannot redirect stderr");
-  for (int i = 0; i < K; ++i) OK(KVStorePull(kv, 1, &keys[i], &v[i], 0));
-  OK(KVStorePull(kv, 1, &keys[K], &v[K], 10));
-  for (int i = 0; i <= K; ++i) OK(KVArrayWaitToRead(v[i]));
+  REQUIRE(saved >= 0 && dup2(fd, 2) >= 0, "cannot redirect stderr");
+  for (int i = 0; i < K; ++i) REQUIRE_OK(KVStorePull(kv, 1, &keys[i], &v[i], 0));
+  REQUIRE_OK(KVStorePull(kv, 1, &keys[K], &v[K], 10));
+  for (int i = 0; i <= K; ++i) REQUIRE_OK(KVArrayWaitToRead(v[i]));
   fflush(stderr);
   dup2(saved, 2);
   close(saved);
@@ -906,18 +892,18 @@ static int Priority(KVStoreHandle kv) {
   const ssize_t got = pread(fd, log, (1 << 20) - 1, 0);
   close(fd);
   unlink(path);
-  CHECK(got > 0, "no send log was captured (PS_VERBOSE=2 not set?)");
+  REQUIRE(got > 0, "no send log was captured (PS_VERBOSE=2 not set?)");
   fputs(log, stderr);
   char needle[64];
   snprintf(needle, sizeof needle, "send PULL of key %d ", keys[K]);
   const long high = FindLine(log, needle);
-  CHECK(high >= 0, "the high-priority pull was not logged");
+  REQUIRE(high >= 0, "the high-priority pull was not logged");
   /* The first two pulls left at once; every later low-priority one must leave after it. */
   for (int i = 2; i < K; ++i) {
     snprintf(needle, sizeof needle, "send PULL of key %d ", keys[i]);
     const long low = FindLine(log, needle);
-    CHECK(low >= 0, "pull of key %d was not logged", keys[i]);
-    CHECK(high < low, "the priority-10 pull of key %d left after the priority-0 pull of key %d",
+    REQUIRE(low >= 0, "pull of key %d was not logged", keys[i]);
+    REQUIRE(high < low, "the priority-10 pull of key %d left after the priority-0 pull of key %d",
           keys[K], keys[i]);
   }
   free(log);
@@ -953,7 +939,7 @@ int main(int argc, char** argv) {
       pthread_t watch;
       pthread_create(&watch, NULL, SchedulerSuicideWatch, NULL);
     }
-    OK(KVStoreCreate(type, &kv));
+    REQUIRE_OK(KVStoreCreate(type, &kv));
     int commands = 0;
     int rc = KVStoreRunServer(kv, Controller, &commands);
     if (rc != 0) fprintf(stderr, "RunServer: %s: %s\n", KVErrorName(rc), KVGetLastError());
@@ -961,8 +947,9 @@ int main(int argc, char** argv) {
     /* After a killed node the survivors' RunServer fails naming it (the driver checks). */
     return rc == 0 ? 0 : 1;
   }
-  OK(KVStoreCreate(type, &kv));
-  OK(KVStoreGetRank(kv, &g_rank));
+  REQUIRE_OK(KVStoreCreate(type, &kv));
+  REQUIRE_OK(KVStoreGetRank(kv, &g_rank));
+  check_set_context("rank %d", g_rank);
   int rc = 0;
   if (strcmp(scenario, "sync") == 0 || strcmp(scenario, "async") == 0 ||
       strcmp(scenario, "assign") == 0 || strcmp(scenario, "momentum") == 0) {
@@ -974,7 +961,7 @@ int main(int argc, char** argv) {
   } else if (strcmp(scenario, "async_assign") == 0) {
     rc = AsyncAssign(kv);
   } else if (strcmp(scenario, "determinism") == 0) {
-    CHECK(argc > 2, "determinism needs an output file");
+    REQUIRE(argc > 2, "determinism needs an output file");
     rc = Determinism(kv, argv[2]);
   } else if (strcmp(scenario, "api") == 0) {
     rc = Api(kv);
@@ -994,19 +981,19 @@ int main(int argc, char** argv) {
   } else if (strcmp(scenario, "priority") == 0) {
     rc = Priority(kv);
   } else {
-    CHECK(0, "unknown scenario %s", scenario);
+    REQUIRE(0, "unknown scenario %s", scenario);
   }
   const int free_rc = KVStoreFree(kv);
   if (strcmp(scenario, "killed") == 0) {
     /* The exit barrier cannot complete without worker 2, and KVStoreFree says so. */
-    CHECK(free_rc == KV_ERR_PEER_DEAD || free_rc == KV_ERR_TIMEOUT, "KVStoreFree after a dead worker: %s %s",
+    REQUIRE(free_rc == KV_ERR_PEER_DEAD || free_rc == KV_ERR_TIMEOUT, "KVStoreFree after a dead worker: %s %s",
           KVErrorName(free_rc), KVGetLastError());
   } else if (strcmp(scenario, "killed_server") == 0) {
     /* The job lost server 1: KVStoreFree says so even though this worker's calls ended. */
-    CHECK(free_rc == KV_ERR_PEER_DEAD && strstr(KVGetLastError(), "server 1"),
+    REQUIRE(free_rc == KV_ERR_PEER_DEAD && strstr(KVGetLastError(), "server 1"),
           "KVStoreFree after a dead server: %s %s", KVErrorName(free_rc), KVGetLastError());
   } else {
-    CHECK(free_rc == 0, "KVStoreFree: %s %s", KVErrorName(free_rc), KVGetLastError());
+    REQUIRE(free_rc == 0, "KVStoreFree: %s %s", KVErrorName(free_rc), KVGetLastError());
   }
   printf("PASS %s rank %d\n", scenario, g_rank);
   return rc;

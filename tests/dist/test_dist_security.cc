@@ -10,7 +10,7 @@
 
 #include "ps/common.h"
 #include "ps/security.h"
-#include "fatal_check.h"
+#include "../common/check.h"
 
 using namespace kvstore;
 using namespace kvstore::dist;
@@ -23,11 +23,11 @@ void ExpectError(F fn, int code, const char* part) {
   try {
     fn();
   } catch (const Error& e) {
-    CHECK(e.code() == code && std::strstr(e.what(), part) != nullptr,
+    REQUIRE(e.code() == code && std::strstr(e.what(), part) != nullptr,
           "want code %d with \"%s\", got %d: %s", code, part, e.code(), e.what());
     return;
   }
-  CHECK(false, "no error; want \"%s\"", part);
+  REQUIRE(false, "no error; want \"%s\"", part);
 }
 
 bool SameKeys(const JobKeys& a, const JobKeys& b) {
@@ -40,7 +40,7 @@ bool SameKeys(const JobKeys& a, const JobKeys& b) {
 // The number of lines in `path` that contain `part`.
 int CountLines(const char* path, const char* part) {
   FILE* f = std::fopen(path, "r");
-  CHECK(f != nullptr, "open %s", path);
+  REQUIRE(f != nullptr, "open %s", path);
   char line[4096];
   int n = 0;
   while (std::fgets(line, sizeof(line), f) != nullptr) n += std::strstr(line, part) != nullptr;
@@ -57,45 +57,45 @@ int main() {
   DeriveJobKeys(secret, &a);
   DeriveJobKeys(secret, &b);
   DeriveJobKeys(secret + "x", &c);
-  CHECK(SameKeys(a, b), "the same secret gave different keys");
-  CHECK(std::memcmp(a.listen_public, c.listen_public, 32) != 0 &&
+  REQUIRE(SameKeys(a, b), "the same secret gave different keys");
+  REQUIRE(std::memcmp(a.listen_public, c.listen_public, 32) != 0 &&
             std::memcmp(a.member_public, c.member_public, 32) != 0,
         "different secrets gave the same keys");
-  CHECK(std::memcmp(a.listen_secret, a.member_secret, 32) != 0 &&
+  REQUIRE(std::memcmp(a.listen_secret, a.member_secret, 32) != 0 &&
             std::memcmp(a.listen_public, a.member_public, 32) != 0,
         "listen and member keys coincide");
   char zpub[41], zsec[41], zderived[41];
-  CHECK(zmq_z85_encode(zsec, a.member_secret, 32) != nullptr && zmq_curve_public(zderived, zsec) == 0 &&
+  REQUIRE(zmq_z85_encode(zsec, a.member_secret, 32) != nullptr && zmq_curve_public(zderived, zsec) == 0 &&
             zmq_z85_encode(zpub, a.member_public, 32) != nullptr && std::strcmp(zpub, zderived) == 0,
         "the member public key is not the one libzmq derives from the secret key");
 
   // The variables.
   unsetenv("KVSTORE_JOB_SECRET");
   unsetenv("KVSTORE_JOB_SECRET_FILE");
-  CHECK(ProcessJobKeys() == nullptr, "no secret must give an open job");
+  REQUIRE(ProcessJobKeys() == nullptr, "no secret must give an open job");
   setenv("KVSTORE_JOB_SECRET", "", 1);
-  CHECK(ProcessJobKeys() == nullptr, "an empty secret must give an open job");
+  REQUIRE(ProcessJobKeys() == nullptr, "an empty secret must give an open job");
   setenv("KVSTORE_JOB_SECRET", secret.c_str(), 1);
   auto k1 = ProcessJobKeys();
-  CHECK(k1 && SameKeys(*k1, a), "KVSTORE_JOB_SECRET did not give the derived keys");
+  REQUIRE(k1 && SameKeys(*k1, a), "KVSTORE_JOB_SECRET did not give the derived keys");
   setenv("KVSTORE_JOB_SECRET", "short", 1);
   ExpectError([] { ProcessJobKeys(); }, KV_ERR_INVALID_ARGUMENT, "KVSTORE_JOB_SECRET is 5 bytes");
 
   char path[] = "/tmp/kvstore-secret-XXXXXX";
   const int fd = mkstemp(path);
-  CHECK(fd >= 0, "mkstemp");
+  REQUIRE(fd >= 0, "mkstemp");
   const std::string content = secret + "\n";
-  CHECK(write(fd, content.data(), content.size()) == static_cast<ssize_t>(content.size()), "write");
+  REQUIRE(write(fd, content.data(), content.size()) == static_cast<ssize_t>(content.size()), "write");
   close(fd);
   setenv("KVSTORE_JOB_SECRET_FILE", path, 1);
   ExpectError([] { ProcessJobKeys(); }, KV_ERR_INVALID_ARGUMENT,
               "both KVSTORE_JOB_SECRET and KVSTORE_JOB_SECRET_FILE");
   unsetenv("KVSTORE_JOB_SECRET");
-  CHECK(chmod(path, 0600) == 0, "chmod");
+  REQUIRE(chmod(path, 0600) == 0, "chmod");
   auto k2 = ProcessJobKeys();
-  CHECK(k2 && SameKeys(*k2, a), "the file (with a trailing newline) did not give the keys of its secret");
+  REQUIRE(k2 && SameKeys(*k2, a), "the file (with a trailing newline) did not give the keys of its secret");
   for (mode_t mode : {0640, 0604, 0660, 0610}) {
-    CHECK(chmod(path, mode) == 0, "chmod");
+    REQUIRE(chmod(path, mode) == 0, "chmod");
     ExpectError([] { ProcessJobKeys(); }, KV_ERR_INVALID_ARGUMENT,
                 (std::string("KVSTORE_JOB_SECRET_FILE=") + path + " can be accessed by its group or others").c_str());
   }
@@ -106,9 +106,9 @@ int main() {
   unsetenv("KVSTORE_JOB_SECRET_FILE");
 
   // The message bound.
-  CHECK(MaxMessageBytes() == kDefaultMaxMessageBytes, "default bound");
+  REQUIRE(MaxMessageBytes() == kDefaultMaxMessageBytes, "default bound");
   setenv("KVSTORE_MAX_MESSAGE_BYTES", "2097152", 1);
-  CHECK(MaxMessageBytes() == 2097152, "KVSTORE_MAX_MESSAGE_BYTES");
+  REQUIRE(MaxMessageBytes() == 2097152, "KVSTORE_MAX_MESSAGE_BYTES");
   ExpectError([] { CheckPartsFit(PlanParts(false, 3, "", 600000, 1, 1000000), 4, "3"); },
               KV_ERR_INVALID_ARGUMENT, "KVSTORE_MAX_MESSAGE_BYTES");
   CheckPartsFit(PlanParts(false, 3, "", 600000, 2, 100000), 4, "3");  // two parts of 1.2 MB
@@ -120,10 +120,10 @@ int main() {
   // count line; the destructor reports what is left. stderr goes to a file meanwhile.
   char log_path[] = "/tmp/kvstore-log-XXXXXX";
   const int log_fd = mkstemp(log_path);
-  CHECK(log_fd >= 0, "mkstemp");
+  REQUIRE(log_fd >= 0, "mkstemp");
   std::fflush(stderr);
   const int saved = dup(2);
-  CHECK(dup2(log_fd, 2) == 2, "dup2");
+  REQUIRE(dup2(log_fd, 2) == 2, "dup2");
   {
     RateLimitedLog log("test events");
     for (int i = 0; i < 10000; ++i) log.Event("event %d", i);
@@ -135,9 +135,9 @@ int main() {
   const int full = CountLines(log_path, "] event ");
   const int counted = CountLines(log_path, "9995 more test events (10000 in all), the last: event 9999");
   unlink(log_path);
-  CHECK(full == static_cast<int>(RateLimitedLog::kFirst), "%d events logged in full, want %d", full,
+  REQUIRE(full == static_cast<int>(RateLimitedLog::kFirst), "%d events logged in full, want %d", full,
         static_cast<int>(RateLimitedLog::kFirst));
-  CHECK(counted == 1, "the remaining count was not reported at the end");
+  REQUIRE(counted == 1, "the remaining count was not reported at the end");
   std::printf("PASS dist security unit\n");
   return 0;
 }
