@@ -167,50 +167,51 @@ int kvjava_after_call(JNIEnv* env, bool attached) {
   return 1;
 }
 
-int kvjava_int_trampoline(int key, KVArrayHandle recv, KVArrayHandle stored, void* user_data) {
+/* One updater call: the calling thread's JNIEnv (attaching the thread if the JVM does not know
+ * it), a local frame for the call's references, then `call(env)`, which makes the Java call and
+ * returns false when it could not build its arguments (an exception is then pending). Returns
+ * the trampoline status: 0, or 1 when the call did not happen or threw (see after_call). */
+template <typename Call>
+int kvjava_run_updater(jmethodID method, Call call) {
+  if (!method || !kvjava_ids.array_handle_ctor) return 1;
   bool attached = false;
   JNIEnv* env = kvjava_env(&attached);
-  if (!env || !kvjava_ids.updater_update || !kvjava_ids.array_handle_ctor) return 1;
+  if (!env) return 1;
   int rc = 1;
   if (env->PushLocalFrame(8) == 0) {
-    jobject jrecv = kvjava_new_handle(env, recv);
-    jobject jstored = jrecv ? kvjava_new_handle(env, stored) : nullptr;
-    if (jstored)
-      env->CallVoidMethod(static_cast<jobject>(user_data), kvjava_ids.updater_update, (jint)key,
-                          jrecv, jstored);
+    bool called = call(env);
     rc = kvjava_after_call(env, attached);
-    if (rc == 0 && (!jrecv || !jstored)) rc = 1;
+    if (!called) rc = 1;
     env->PopLocalFrame(nullptr);
   } else {
     kvjava_after_call(env, attached); /* parks the pending OutOfMemoryError */
-    rc = 1;
   }
   if (attached) kvjava_vm->DetachCurrentThread();
   return rc;
 }
 
+int kvjava_int_trampoline(int key, KVArrayHandle recv, KVArrayHandle stored, void* user_data) {
+  return kvjava_run_updater(kvjava_ids.updater_update, [&](JNIEnv* env) {
+    jobject jrecv = kvjava_new_handle(env, recv);
+    jobject jstored = jrecv ? kvjava_new_handle(env, stored) : nullptr;
+    if (!jstored) return false;
+    env->CallVoidMethod(static_cast<jobject>(user_data), kvjava_ids.updater_update, (jint)key,
+                        jrecv, jstored);
+    return true;
+  });
+}
+
 int kvjava_str_trampoline(const char* key, KVArrayHandle recv, KVArrayHandle stored,
                           void* user_data) {
-  bool attached = false;
-  JNIEnv* env = kvjava_env(&attached);
-  if (!env || !kvjava_ids.str_updater_update || !kvjava_ids.array_handle_ctor) return 1;
-  int rc = 1;
-  if (env->PushLocalFrame(8) == 0) {
+  return kvjava_run_updater(kvjava_ids.str_updater_update, [&](JNIEnv* env) {
     jstring jkey = env->NewStringUTF(key ? key : "");
     jobject jrecv = jkey ? kvjava_new_handle(env, recv) : nullptr;
     jobject jstored = jrecv ? kvjava_new_handle(env, stored) : nullptr;
-    if (jstored)
-      env->CallVoidMethod(static_cast<jobject>(user_data), kvjava_ids.str_updater_update, jkey,
-                          jrecv, jstored);
-    rc = kvjava_after_call(env, attached);
-    if (rc == 0 && !jstored) rc = 1;
-    env->PopLocalFrame(nullptr);
-  } else {
-    kvjava_after_call(env, attached); /* parks the pending OutOfMemoryError */
-    rc = 1;
-  }
-  if (attached) kvjava_vm->DetachCurrentThread();
-  return rc;
+    if (!jstored) return false;
+    env->CallVoidMethod(static_cast<jobject>(user_data), kvjava_ids.str_updater_update, jkey,
+                        jrecv, jstored);
+    return true;
+  });
 }
 
 /* KVFreeFn of every registration: tells the updater (release()), then drops the global ref;

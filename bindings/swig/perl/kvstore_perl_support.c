@@ -97,38 +97,100 @@ int kvperl_c_string(pTHX_ SV* in, const char* fn, const char* what, const char**
   return 1;
 }
 
-/* Array ref of integers -> malloc'ed int[] (never NULL on success) and its length. */
-int kvperl_int_list(pTHX_ SV* in, const char* fn, const char* what, int** out,
-                           int* count) {
+/* Converts element `i` of list `what` (e may be NULL) into `slot`; 0 with $@ set otherwise. */
+typedef int (*kvperl_elem_fn)(pTHX_ SV* e, const char* fn, const char* what, SSize_t i,
+                              void* slot);
+
+/* Array ref -> malloc'ed table of `elem_size` entries (never NULL on success), each filled by
+ * `conv`, and its length. */
+static int kvperl_table(pTHX_ SV* in, const char* fn, const char* what, size_t elem_size,
+                        kvperl_elem_fn conv, void** out, int* count) {
   AV* av;
   SSize_t n = kvperl_av_len(aTHX_ in, fn, what, &av);
   if (n < 0) return 0;
-  int* buf = (int*)malloc(sizeof(int) * (size_t)(n ? n : 1));
-  if (buf == NULL) {
+  char* table = (char*)malloc(elem_size * (size_t)(n ? n : 1));
+  if (table == NULL) {
     KVPERL_SET_ERROR("%s: out of memory", fn);
     return 0;
   }
   for (SSize_t i = 0; i < n; ++i) {
     SV** e = av_fetch(av, i, 0);
-    int64_t v;
-    if (!kvperl_sv_to_i64(aTHX_ e ? *e : NULL, INT_MIN, INT_MAX, &v)) {
-      KVPERL_SET_ERROR("%s: %s[%ld] is not an int key ('%s')", fn, what, (long)i,
-                       kvperl_show(aTHX_ e ? *e : NULL));
-      free(buf);
+    if (!conv(aTHX_ e ? *e : NULL, fn, what, i, table + (size_t)i * elem_size)) {
+      free(table);
       return 0;
     }
-    buf[i] = (int)v;
   }
-  *out = buf;
+  *out = table;
   *count = (int)n;
+  return 1;
+}
+
+static int kvperl_int_elem(pTHX_ SV* e, const char* fn, const char* what, SSize_t i,
+                           void* slot) {
+  int64_t v;
+  if (!kvperl_sv_to_i64(aTHX_ e, INT_MIN, INT_MAX, &v)) {
+    KVPERL_SET_ERROR("%s: %s[%ld] is not an int key ('%s')", fn, what, (long)i,
+                     kvperl_show(aTHX_ e));
+    return 0;
+  }
+  *(int*)slot = (int)v;
+  return 1;
+}
+
+static int kvperl_dim_elem(pTHX_ SV* e, const char* fn, const char* what, SSize_t i,
+                           void* slot) {
+  int64_t v;
+  if (!kvperl_sv_to_i64(aTHX_ e, INT64_MIN, INT64_MAX, &v)) {
+    KVPERL_SET_ERROR("%s: %s[%ld] is not an integer ('%s')", fn, what, (long)i,
+                     kvperl_show(aTHX_ e));
+    return 0;
+  }
+  *(int64_t*)slot = v;
+  return 1;
+}
+
+/* Undef becomes NULL, which the library reports as KV_ERR_NULL_POINTER. */
+static int kvperl_handle_elem(pTHX_ SV* e, const char* fn, const char* what, SSize_t i,
+                              void* slot) {
+  void* p = NULL;
+  if (e != NULL && SvOK(e) && !kvperl_swig.unwrap_array(aTHX_ e, &p)) {
+    KVPERL_SET_ERROR("%s: %s[%ld] is not an array handle ('%s')", fn, what, (long)i,
+                     kvperl_show(aTHX_ e));
+    return 0;
+  }
+  *(KVArrayHandle*)slot = (KVArrayHandle)p;
+  return 1;
+}
+
+int kvperl_int_list(pTHX_ SV* in, const char* fn, const char* what, int** out, int* count) {
+  void* table;
+  if (!kvperl_table(aTHX_ in, fn, what, sizeof(int), kvperl_int_elem, &table, count)) return 0;
+  *out = (int*)table;
+  return 1;
+}
+
+int kvperl_handle_list(pTHX_ SV* in, const char* fn, const char* what, KVArrayHandle** out,
+                       int* count) {
+  void* table;
+  if (!kvperl_table(aTHX_ in, fn, what, sizeof(KVArrayHandle), kvperl_handle_elem, &table,
+                    count))
+    return 0;
+  *out = (KVArrayHandle*)table;
+  return 1;
+}
+
+int kvperl_shape(pTHX_ SV* in, const char* fn, int64_t** out, int* ndim) {
+  void* table;
+  if (!kvperl_table(aTHX_ in, fn, "shape", sizeof(int64_t), kvperl_dim_elem, &table, ndim))
+    return 0;
+  *out = (int64_t*)table;
   return 1;
 }
 
 /* Array ref of strings -> one malloc'ed block holding the char* table followed by private
  * UTF-8 copies of the strings (the library never sees Perl's buffers, so a callback that
  * changes the caller's key list cannot pull a string away under a running call). */
-int kvperl_str_list(pTHX_ SV* in, const char* fn, const char* what, char*** out,
-                           int* count) {
+int kvperl_str_list(pTHX_ SV* in, const char* fn, const char* what, char*** out, int* count) {
   AV* av;
   SSize_t n = kvperl_av_len(aTHX_ in, fn, what, &av);
   if (n < 0) return 0;
@@ -164,60 +226,6 @@ int kvperl_str_list(pTHX_ SV* in, const char* fn, const char* what, char*** out,
   }
   *out = table;
   *count = (int)n;
-  return 1;
-}
-
-/* Array ref of KVArrayHandle (SWIG pointers; undef becomes NULL, which the library reports
- * as KV_ERR_NULL_POINTER) -> malloc'ed table (never NULL on success) and its length. */
-int kvperl_handle_list(pTHX_ SV* in, const char* fn, const char* what, KVArrayHandle** out,
-                       int* count) {
-  AV* av;
-  SSize_t n = kvperl_av_len(aTHX_ in, fn, what, &av);
-  if (n < 0) return 0;
-  KVArrayHandle* list = (KVArrayHandle*)malloc(sizeof(KVArrayHandle) * (size_t)(n ? n : 1));
-  if (list == NULL) {
-    KVPERL_SET_ERROR("%s: out of memory", fn);
-    return 0;
-  }
-  for (SSize_t i = 0; i < n; ++i) {
-    SV** e = av_fetch(av, i, 0);
-    void* p = NULL;
-    if (e != NULL && SvOK(*e) && !kvperl_swig.unwrap_array(aTHX_ *e, &p)) {
-      KVPERL_SET_ERROR("%s: %s[%ld] is not an array handle ('%s')", fn, what, (long)i,
-                       kvperl_show(aTHX_ *e));
-      free(list);
-      return 0;
-    }
-    list[i] = (KVArrayHandle)p;
-  }
-  *out = list;
-  *count = (int)n;
-  return 1;
-}
-
-/* Array ref of int64 dims -> malloc'ed int64_t[] and its length. */
-int kvperl_shape(pTHX_ SV* in, const char* fn, int64_t** out, int* ndim) {
-  AV* av;
-  SSize_t n = kvperl_av_len(aTHX_ in, fn, "shape", &av);
-  if (n < 0) return 0;
-  int64_t* buf = (int64_t*)malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
-  if (buf == NULL) {
-    KVPERL_SET_ERROR("%s: out of memory", fn);
-    return 0;
-  }
-  for (SSize_t i = 0; i < n; ++i) {
-    SV** e = av_fetch(av, i, 0);
-    int64_t v;
-    if (!kvperl_sv_to_i64(aTHX_ e ? *e : NULL, INT64_MIN, INT64_MAX, &v)) {
-      KVPERL_SET_ERROR("%s: shape[%ld] is not an integer ('%s')", fn, (long)i,
-                       kvperl_show(aTHX_ e ? *e : NULL));
-      free(buf);
-      return 0;
-    }
-    buf[i] = v;
-  }
-  *out = buf;
-  *ndim = (int)n;
   return 1;
 }
 
