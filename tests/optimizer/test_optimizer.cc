@@ -16,39 +16,10 @@
 #include <thread>
 #include <vector>
 
+#include "../common/check.h"
 #include "kvstore/kvstore.h"
 
 namespace {
-
-// ---------------------------------------------------------------------------------------
-// Checks: record a failure and go on; main() reports the totals.
-
-std::atomic<int> g_passed{0};  // checks also run on the threads of concurrent_keys
-std::atomic<int> g_failed{0};
-
-void Record(bool ok, const char* file, int line, const std::string& what) {
-  if (ok) {
-    ++g_passed;
-  } else {
-    ++g_failed;
-    std::fprintf(stderr, "%s:%d: %s\n", file, line, what.c_str());
-  }
-}
-
-// `rc` must equal `code`, and the thread's last error must contain `needle` (unless NULL).
-void RecordErr(int rc, int code, const char* needle, const char* call, const char* file,
-               int line) {
-  const char* msg = KVGetLastError();
-  bool ok = rc == code && (needle == nullptr || std::strstr(msg, needle) != nullptr);
-  Record(ok, file, line,
-         std::string(call) + " returned " + std::to_string(rc) + " (want " +
-             std::to_string(code) + "), message \"" + msg + "\" (want \"" +
-             (needle ? needle : "") + "\")");
-}
-
-#define CHECK(cond) Record((cond), __FILE__, __LINE__, "CHECK failed: " #cond)
-#define CHECK_ERR(call, code, needle) RecordErr((call), (code), (needle), #call, __FILE__, __LINE__)
-#define CHECK_OK(call) CHECK_ERR(call, 0, nullptr)
 
 // ---------------------------------------------------------------------------------------
 // Small RAII helpers over the C API.
@@ -116,16 +87,6 @@ struct Fixture {
     return a.Get<T>(n);
   }
 };
-
-bool Near(double got, double want, double tol) { return std::fabs(got - want) <= tol; }
-
-void RecordNear(double got, double want, double tol, const char* expr, const char* file,
-                int line) {
-  char buf[256];
-  std::snprintf(buf, sizeof buf, "%s = %.12g, want %.12g (tol %g)", expr, got, want, tol);
-  Record(Near(got, want, tol), file, line, buf);
-}
-#define CHECK_NEAR(got, want, tol) RecordNear((got), (want), (tol), #got, __FILE__, __LINE__)
 
 constexpr double kF32 = 1e-5;   // a few float32 ulps at the magnitudes used here
 constexpr double kF64 = 1e-12;
@@ -597,17 +558,10 @@ void CheckMatchesReference(const RefSpec& r) {
   for (size_t i = 0; i < n; ++i) {
     if (std::memcmp(&got[i], &ref[i], sizeof(T)) != 0 && differ++ == 0) first = i;
   }
-  char what[768];
-  if (differ == 0) {
-    std::snprintf(what, sizeof what, "ok");
-  } else {
-    std::snprintf(what, sizeof what,
-                  "%s %s: %zu of %zu elements differ from the reference; first at %zu: got "
-                  "%.17g want %.17g", sizeof(T) == 4 ? "float32" : "float64", spec.c_str(),
-                  differ, n, first, static_cast<double>(got[first]),
-                  static_cast<double>(ref[first]));
-  }
-  Record(differ == 0, __FILE__, __LINE__, what);
+  CHECK_MSG(differ == 0,
+            "%s %s: %zu of %zu elements differ from the reference; first at %zu: got %.17g "
+            "want %.17g", sizeof(T) == 4 ? "float32" : "float64", spec.c_str(), differ, n, first,
+            static_cast<double>(got[first]), static_cast<double>(ref[first]));
   CHECK(got != w);  // the steps did move the weights
 }
 
@@ -712,10 +666,9 @@ void CheckFailedPushKeepsState(const char* store_type, bool pushpull) {
     const std::vector<float> got = out.Get<float>(3);
     CHECK_OK(KVStorePull(b.h, 1, &k0, &out.h, 0));
     const std::vector<float> want = out.Get<float>(3);
-    Record(std::memcmp(got.data(), want.data(), 3 * sizeof(float)) == 0, __FILE__, __LINE__,
-           std::string(store_type) + (pushpull ? " pushpull " : " push ") + spec +
-               ": the failed call changed the optimizer state (got " + std::to_string(got[0]) +
-               ", want " + std::to_string(want[0]) + ")");
+    CHECK_MSG(std::memcmp(got.data(), want.data(), 3 * sizeof(float)) == 0,
+              "%s%s%s: the failed call changed the optimizer state (got %f, want %f)",
+              store_type, pushpull ? " pushpull " : " push ", spec, got[0], want[0]);
   }
 }
 
@@ -899,8 +852,6 @@ void TestLargeArrayMatchesChunks() {
   }
 }
 
-bool g_skipped = false;
-
 void TestGpuStaging() {
   // Values on a GPU are updated through host copies: a `device` store keeping its values on
   // GPU 0 must give bit-identical weights to a `local` store on the CPU. Skipped (status 77)
@@ -908,8 +859,7 @@ void TestGpuStaging() {
   int gpus = 0;
   CHECK_OK(KVGetGpuCount(&gpus));
   if (gpus == 0) {
-    std::printf("no GPU: skipped\n");
-    g_skipped = true;
+    check_skip("no GPU");
     return;
   }
   const char* spec = "adam(lr=0.01,wd=0.01)";
@@ -1043,10 +993,8 @@ void TestSpecErrorTruncated() {
   for (const std::string& spec : specs) {
     CHECK_ERR(KVStoreSetOptimizer(s.h, spec.c_str()), KV_ERR_INVALID_ARGUMENT, "bytes)");
     const std::string msg = KVGetLastError();
-    char what[160];
-    std::snprintf(what, sizeof what, "message of %zu bytes for a %zu-byte spec", msg.size(),
-                  spec.size());
-    Record(msg.size() < 1500, __FILE__, __LINE__, what);
+    CHECK_MSG(msg.size() < 1500, "message of %zu bytes for a %zu-byte spec", msg.size(),
+              spec.size());
     // The quoted text states the size of what it cut ("xxx... (10000000 bytes)").
     CHECK(msg.find("xxx... (100000") != std::string::npos);
   }
@@ -1108,7 +1056,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "unknown case %s\n", argv[1]);
     return 2;
   }
-  std::printf("%d passed, %d failed\n", g_passed.load(), g_failed.load());
-  if (g_failed != 0) return 1;
-  return argc >= 2 && g_skipped ? 77 : 0;  // 77: ctest's skip code for a skipped case
+  const int status = check_summary();
+  if (status != 0) return status;
+  // A case run alone that skipped reports ctest's skip status.
+  return argc >= 2 && check_skipped() ? CHECK_SKIP_STATUS : 0;
 }
