@@ -55,21 +55,15 @@ void ExpectRejected(const char* name, const char* value, const char* range, cons
   const std::string msg = Load(env, nullptr, &code);
   const bool ok = code == KV_ERR_INVALID_ARGUMENT && msg.find(name) != std::string::npos &&
                   msg.find(range) != std::string::npos;
-  if (!ok) {
-    std::fprintf(stderr, "  %s='%s': code %d, message \"%s\" (want INVALID_ARGUMENT naming %s and %s)\n",
-                 name, value, code, msg.c_str(), name, range);
-  }
-  CHECK(ok);
+  CHECK_MSG(ok, "%s='%s': code %d, message \"%s\" (want INVALID_ARGUMENT naming %s and %s)",
+            name, value, code, msg.c_str(), name, range);
 }
 
 // `name`=`value` must load; returns the Config.
 Config ExpectLoaded(const Env& env) {
   Config c;
   const std::string msg = Load(env, &c);
-  if (!msg.empty()) {
-    std::fprintf(stderr, "  unexpected error: %s\n", msg.c_str());
-  }
-  CHECK(msg.empty());
+  CHECK_MSG(msg.empty(), "unexpected error: %s", msg.c_str());
   return c;
 }
 
