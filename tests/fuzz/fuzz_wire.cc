@@ -30,6 +30,7 @@
 
 #include <zmq.hpp>
 
+#include "../common/check.h"
 #include "core/dtype.h"
 #include "ps/common.h"
 #include "rng.h"
@@ -46,7 +47,6 @@ using kvstore_fuzz::Mix;
 using kvstore_fuzz::Rng;
 
 bool g_flood = false;  // bias messages towards a server's handlers (see --server-flood)
-
 
 int64_t Boundary(Rng& r) {
   static const int64_t v[] = {0, 1, -1, 2, 7, 8, 64, 255, 256, 1000, 65535, 65536, INT32_MAX, INT32_MIN,
@@ -214,15 +214,6 @@ double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-#define FLOOD_OK(call)                                                                             \
-  do {                                                                                             \
-    const int rc_ = (call);                                                                        \
-    if (rc_ != 0) {                                                                                \
-      std::fprintf(stderr, "fuzz_wire: %s -> %s: %s\n", #call, KVErrorName(rc_), KVGetLastError()); \
-      std::exit(1);                                                                                \
-    }                                                                                              \
-  } while (0)
-
 // Reads every reply the server sent to the flood's socket (they are not checked).
 void Drain(zmq::socket_t& s) {
   zmq::message_t part;
@@ -233,12 +224,12 @@ void Drain(zmq::socket_t& s) {
 // The job's own traffic: four int keys of float32 (4,), pushed and pulled.
 void WorkerRound(KVStoreHandle kv, KVArrayHandle v, KVArrayHandle o, int round) {
   for (int key = 0; key < 4; ++key) {
-    FLOOD_OK(KVArrayFill(v, round + key));
-    FLOOD_OK(KVStorePush(kv, 1, &key, &v, 0));
-    FLOOD_OK(KVStorePull(kv, 1, &key, &o, 0));
-    FLOOD_OK(KVArrayWaitToRead(o));
+    REQUIRE_OK(KVArrayFill(v, round + key));
+    REQUIRE_OK(KVStorePush(kv, 1, &key, &v, 0));
+    REQUIRE_OK(KVStorePull(kv, 1, &key, &o, 0));
+    REQUIRE_OK(KVArrayWaitToRead(o));
   }
-  FLOOD_OK(KVStoreWaitAll(kv));
+  REQUIRE_OK(KVStoreWaitAll(kv));
 }
 
 int ServerFlood(const char* type, uint64_t seed, uint64_t messages, double seconds) {
@@ -249,14 +240,14 @@ int ServerFlood(const char* type, uint64_t seed, uint64_t messages, double secon
   }
   g_flood = true;
   KVStoreHandle kv = nullptr;
-  FLOOD_OK(KVStoreCreate(type, &kv));
+  REQUIRE_OK(KVStoreCreate(type, &kv));
   const int64_t len = 4;
   KVArrayHandle v = nullptr, o = nullptr;
-  FLOOD_OK(KVArrayCreate(&len, 1, KV_FLOAT32, KV_CPU, 0, &v));
-  FLOOD_OK(KVArrayCreate(&len, 1, KV_FLOAT32, KV_CPU, 0, &o));
+  REQUIRE_OK(KVArrayCreate(&len, 1, KV_FLOAT32, KV_CPU, 0, &v));
+  REQUIRE_OK(KVArrayCreate(&len, 1, KV_FLOAT32, KV_CPU, 0, &o));
   const int keys[4] = {0, 1, 2, 3};
   const KVArrayHandle vals[4] = {v, v, v, v};
-  FLOOD_OK(KVStoreInit(kv, 4, keys, vals));
+  REQUIRE_OK(KVStoreInit(kv, 4, keys, vals));
   WorkerRound(kv, v, o, 0);
   zmq::context_t ctx(1);
   zmq::socket_t s(ctx, zmq::socket_type::dealer);
@@ -313,7 +304,7 @@ int ServerFlood(const char* type, uint64_t seed, uint64_t messages, double secon
   WorkerRound(kv, v, o, -1);
   KVArrayFree(v);
   KVArrayFree(o);
-  FLOOD_OK(KVStoreFree(kv));
+  REQUIRE_OK(KVStoreFree(kv));
   std::printf("PASS fuzz_wire --server-flood %s: seed %llu, %llu messages to the server in %.1f s; it served the job throughout\n",
               type, static_cast<unsigned long long>(seed), static_cast<unsigned long long>(sent), Now() - start);
   return 0;
