@@ -55,36 +55,36 @@
 
 (defn- str-keys [ks] (into-array String ks))
 
+(defmacro ^:private with-key-array
+  "Evaluates body with k bound to the keys ks as an int[] or a String[], by their kind, so that
+  one interop form reaches both overloads of a KVStore method (without reflection)."
+  [[k ks] & body]
+  `(let [ks# ~ks]
+     (case (key-kind ks#)
+       :int (let [~(with-meta k {:tag 'ints}) (int-keys ks#)] ~@body)
+       :string (let [~(with-meta k {:tag "[Ljava.lang.String;"}) (str-keys ks#)] ~@body))))
+
 (defn init
   "Initialises keys with copies of the arrays."
   [^KVStore kv ks vs]
-  (let [[ks arrs] (pair-up ks vs)]
-    (with-errors
-      (case (key-kind ks)
-        :int (.init kv (int-keys ks) ^"[Lorg.kvstore.NDArray;" arrs)
-        :string (.init kv ^"[Ljava.lang.String;" (str-keys ks) ^"[Lorg.kvstore.NDArray;" arrs)))
+  (let [[ks ^"[Lorg.kvstore.NDArray;" arrs] (pair-up ks vs)]
+    (with-errors (with-key-array [k ks] (.init kv k arrs)))
     kv))
 
 (defn push
   "Pushes arrays to keys; the arrays of a repeated key are summed, then merged by the updater."
   ([kv ks vs] (push kv ks vs 0))
   ([^KVStore kv ks vs priority]
-   (let [[ks arrs] (pair-up ks vs)]
-     (with-errors
-       (case (key-kind ks)
-         :int (.push kv (int-keys ks) ^"[Lorg.kvstore.NDArray;" arrs (int priority))
-         :string (.push kv ^"[Ljava.lang.String;" (str-keys ks) ^"[Lorg.kvstore.NDArray;" arrs (int priority))))
+   (let [[ks ^"[Lorg.kvstore.NDArray;" arrs] (pair-up ks vs)]
+     (with-errors (with-key-array [k ks] (.push kv k arrs (int priority))))
      kv)))
 
 (defn pull
   "Copies the stored value of each key into its output array(s)."
   ([kv ks outs] (pull kv ks outs 0))
   ([^KVStore kv ks outs priority]
-   (let [[ks arrs] (pair-up ks outs)]
-     (with-errors
-       (case (key-kind ks)
-         :int (.pull kv (int-keys ks) ^"[Lorg.kvstore.NDArray;" arrs (int priority))
-         :string (.pull kv ^"[Ljava.lang.String;" (str-keys ks) ^"[Lorg.kvstore.NDArray;" arrs (int priority))))
+   (let [[ks ^"[Lorg.kvstore.NDArray;" arrs] (pair-up ks outs)]
+     (with-errors (with-key-array [k ks] (.pull kv k arrs (int priority))))
      kv)))
 
 (defn push-pull
