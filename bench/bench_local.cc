@@ -26,19 +26,14 @@
 
 #include <unistd.h>
 
+#include "../tests/common/check.h"
+
 namespace {
 
 double g_min_seconds = 0.3;
 
 double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-void Try(int rc, const char* what) {
-  if (rc != 0) {
-    std::fprintf(stderr, "%s failed: %s\n", what, KVGetLastError());
-    std::exit(1);
-  }
 }
 
 double Median(std::vector<double> v) {
@@ -91,8 +86,8 @@ struct Baseline {
 KVArrayHandle MakeArray(size_t bytes, int dtype, int dev_id, double value) {
   const int64_t n = static_cast<int64_t>(bytes / KVDTypeSize(dtype));
   KVArrayHandle a = nullptr;
-  Try(KVArrayCreate(&n, 1, dtype, KV_CPU, dev_id, &a), "KVArrayCreate");
-  Try(KVArrayFill(a, value), "KVArrayFill");
+  REQUIRE_OK(KVArrayCreate(&n, 1, dtype, KV_CPU, dev_id, &a));
+  REQUIRE_OK(KVArrayFill(a, value));
   return a;
 }
 
@@ -104,17 +99,17 @@ void BenchThroughput(const std::vector<size_t>& sizes) {
       Baseline base(bytes, k);
       for (int dtype : {KV_FLOAT32, KV_FLOAT16}) {
         KVStoreHandle kv = nullptr;
-        Try(KVStoreCreate("local", &kv), "KVStoreCreate");
+        REQUIRE_OK(KVStoreCreate("local", &kv));
         std::vector<KVArrayHandle> vals;
         std::vector<int> keys(k, 0);
         for (int i = 0; i < k; ++i) vals.push_back(MakeArray(bytes, dtype, i, 1.0));
         KVArrayHandle out = MakeArray(bytes, dtype, 0, 0.0);
         const int key = 0;
-        Try(KVStoreInit(kv, 1, &key, &vals[0]), "KVStoreInit");
+        REQUIRE_OK(KVStoreInit(kv, 1, &key, &vals[0]));
         const std::vector<double> t = InterleavedMedianSeconds(
             {[&] { base.OneThread(); }, [&] { base.AllThreads(); },
-             [&] { Try(KVStorePush(kv, k, keys.data(), vals.data(), 0), "KVStorePush"); },
-             [&] { Try(KVStorePull(kv, 1, &key, &out, 0), "KVStorePull"); }},
+             [&] { REQUIRE_OK(KVStorePush(kv, k, keys.data(), vals.data(), 0)); },
+             [&] { REQUIRE_OK(KVStorePull(kv, 1, &key, &out, 0)); }},
             CallsFor(bytes));
         const double base_gbs = base.GBs(std::min(t[0], t[1]));
         const double push_gbs = (k + 1.0) * bytes / t[2] / 1e9;
@@ -133,14 +128,14 @@ void BenchThroughput(const std::vector<size_t>& sizes) {
 
 void BenchLatency() {
   KVStoreHandle kv = nullptr;
-  Try(KVStoreCreate("local", &kv), "KVStoreCreate");
+  REQUIRE_OK(KVStoreCreate("local", &kv));
   KVArrayHandle v = MakeArray(4096, KV_FLOAT32, 0, 1.0), out = MakeArray(4096, KV_FLOAT32, 0, 0.0);
   const int key = 7;
-  Try(KVStoreInit(kv, 1, &key, &v), "KVStoreInit");
+  REQUIRE_OK(KVStoreInit(kv, 1, &key, &v));
   const double t = InterleavedMedianSeconds(
       {[&] {
-        Try(KVStorePush(kv, 1, &key, &v, 0), "KVStorePush");
-        Try(KVStorePull(kv, 1, &key, &out, 0), "KVStorePull");
+        REQUIRE_OK(KVStorePush(kv, 1, &key, &v, 0));
+        REQUIRE_OK(KVStorePull(kv, 1, &key, &out, 0));
       }},
       1000)[0];
   std::printf("latency: push+pull of a 1 Ki-float key: %.3f us (median)\n", t * 1e6);

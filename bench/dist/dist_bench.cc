@@ -41,6 +41,7 @@
 #include <string>
 #include <vector>
 
+#include "../../tests/common/check.h"
 #include "kvstore/kvstore.h"
 
 extern char** environ;
@@ -50,15 +51,6 @@ namespace {
 double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
-
-#define OK(call)                                                                         \
-  do {                                                                                   \
-    int rc_ = (call);                                                                    \
-    if (rc_ != 0) {                                                                      \
-      std::fprintf(stderr, "%s -> %s: %s\n", #call, KVErrorName(rc_), KVGetLastError()); \
-      std::exit(1);                                                                      \
-    }                                                                                    \
-  } while (0)
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -364,15 +356,15 @@ int main(int argc, char** argv) {
   }
   KVStoreHandle kv = nullptr;
   if (!KVIsWorkerNode()) {
-    OK(KVStoreCreate("dist_sync", &kv));
-    OK(KVStoreRunServer(kv, nullptr, nullptr));
+    REQUIRE_OK(KVStoreCreate("dist_sync", &kv));
+    REQUIRE_OK(KVStoreRunServer(kv, nullptr, nullptr));
     KVStoreFree(kv);
     return 0;
   }
-  OK(KVStoreCreate("dist_sync", &kv));
+  REQUIRE_OK(KVStoreCreate("dist_sync", &kv));
   int rank = 0, n = 0;
-  OK(KVStoreGetRank(kv, &rank));
-  OK(KVStoreGetGroupSize(kv, &n));
+  REQUIRE_OK(KVStoreGetRank(kv, &rank));
+  REQUIRE_OK(KVStoreGetGroupSize(kv, &n));
   const char* ns = std::getenv("DMLC_NUM_SERVER");
   const int num_servers = std::max(1, ns ? std::atoi(ns) : 1);
   int64_t bound = 1000000;  // the store's big-array bound, read as the store reads it
@@ -397,12 +389,12 @@ int main(int argc, char** argv) {
     const int ports_key = 1 << 20;
     const int64_t len = static_cast<int64_t>(port_values.size());
     KVArrayHandle pa = nullptr;
-    OK(KVArrayCreate(&len, 1, KV_FLOAT64, KV_CPU, 0, &pa));
-    OK(KVArrayCopyFromHost(pa, port_values.data(), port_values.size() * sizeof(double)));
-    OK(KVStoreInit(kv, 1, &ports_key, &pa));
-    OK(KVStorePull(kv, 1, &ports_key, &pa, 0));
-    OK(KVArrayCopyToHost(pa, port_values.data(), port_values.size() * sizeof(double)));
-    OK(KVArrayFree(pa));
+    REQUIRE_OK(KVArrayCreate(&len, 1, KV_FLOAT64, KV_CPU, 0, &pa));
+    REQUIRE_OK(KVArrayCopyFromHost(pa, port_values.data(), port_values.size() * sizeof(double)));
+    REQUIRE_OK(KVStoreInit(kv, 1, &ports_key, &pa));
+    REQUIRE_OK(KVStorePull(kv, 1, &ports_key, &pa, 0));
+    REQUIRE_OK(KVArrayCopyToHost(pa, port_values.data(), port_values.size() * sizeof(double)));
+    REQUIRE_OK(KVArrayFree(pa));
   }
   std::vector<int> ports(port_values.begin(), port_values.end());
   RawPeers raw(ports, num_servers, sink_io, rank);
@@ -423,26 +415,26 @@ int main(int argc, char** argv) {
     const int key = static_cast<int>(si);
     const std::vector<Part> parts = Placement(key, static_cast<size_t>(elems), 4, num_servers, bound);
     KVArrayHandle v = nullptr;
-    OK(KVArrayCreate(&elems, 1, KV_FLOAT32, KV_CPU, 0, &v));
-    OK(KVArrayFill(v, 1.0));
+    REQUIRE_OK(KVArrayCreate(&elems, 1, KV_FLOAT32, KV_CPU, 0, &v));
+    REQUIRE_OK(KVArrayFill(v, 1.0));
     std::vector<char> raw_buf(bytes, 1);
     std::vector<KVArrayHandle> outs(static_cast<size_t>(window));
-    for (auto& o : outs) OK(KVArrayCreate(&elems, 1, KV_FLOAT32, KV_CPU, 0, &o));
-    OK(KVStoreInit(kv, 1, &key, &v));
+    for (auto& o : outs) REQUIRE_OK(KVArrayCreate(&elems, 1, KV_FLOAT32, KV_CPU, 0, &o));
+    REQUIRE_OK(KVStoreInit(kv, 1, &key, &v));
     auto run_push = [&](int cnt) {
-      for (int i = 0; i < cnt; ++i) OK(KVStorePush(kv, 1, &key, &v, 0));
-      OK(KVStoreWaitAll(kv));
+      for (int i = 0; i < cnt; ++i) REQUIRE_OK(KVStorePush(kv, 1, &key, &v, 0));
+      REQUIRE_OK(KVStoreWaitAll(kv));
     };
     auto run_pull = [&](int cnt) {
-      for (int i = 0; i < cnt; ++i) OK(KVStorePull(kv, 1, &key, &outs[static_cast<size_t>(i % window)], 0));
-      for (auto& o : outs) OK(KVArrayWaitToRead(o));
+      for (int i = 0; i < cnt; ++i) REQUIRE_OK(KVStorePull(kv, 1, &key, &outs[static_cast<size_t>(i % window)], 0));
+      for (auto& o : outs) REQUIRE_OK(KVArrayWaitToRead(o));
     };
     auto run_pushpull = [&](int cnt) {
       for (int i = 0; i < cnt; ++i) {
         KVArrayHandle o = outs[static_cast<size_t>(i % window)];
-        OK(KVStorePushPull(kv, 1, &key, &v, 1, &key, &o, 0));
+        REQUIRE_OK(KVStorePushPull(kv, 1, &key, &v, 1, &key, &o, 0));
       }
-      for (auto& o : outs) OK(KVArrayWaitToRead(o));
+      for (auto& o : outs) REQUIRE_OK(KVArrayWaitToRead(o));
     };
     auto raw_oneway = [&](int cnt) { raw.OneWay(raw_buf.data(), parts, cnt); };
     auto raw_get = [&](int cnt) { raw.RequestReply(Exchange::kGet, raw_buf.data(), parts, cnt, window); };
@@ -459,25 +451,25 @@ int main(int argc, char** argv) {
       if (!wanted(op)) return nan;
       std::vector<double> per;
       for (int b = 0; b < 3; ++b) {
-        OK(KVStoreBarrier(kv));
+        REQUIRE_OK(KVStoreBarrier(kv));
         const double t0 = Now();
         fn(count);
-        OK(KVStoreBarrier(kv));
+        REQUIRE_OK(KVStoreBarrier(kv));
         per.push_back((Now() - t0) / count);
       }
       return Median(per);
     };
     auto lat = [&](bool push) {
       std::vector<double> per;
-      OK(KVStoreBarrier(kv));
+      REQUIRE_OK(KVStoreBarrier(kv));
       for (int i = 0; i < 50; ++i) {
         const double t0 = Now();
         if (push) {
-          OK(KVStorePush(kv, 1, &key, &v, 0));
-          OK(KVStoreWaitAll(kv));
+          REQUIRE_OK(KVStorePush(kv, 1, &key, &v, 0));
+          REQUIRE_OK(KVStoreWaitAll(kv));
         } else {
-          OK(KVStorePull(kv, 1, &key, &outs[0], 0));
-          OK(KVArrayWaitToRead(outs[0]));
+          REQUIRE_OK(KVStorePull(kv, 1, &key, &outs[0], 0));
+          REQUIRE_OK(KVArrayWaitToRead(outs[0]));
         }
         per.push_back(Now() - t0);
       }
@@ -509,7 +501,7 @@ int main(int argc, char** argv) {
       if (bytes <= (1u << 16)) {
         lp.push_back(lat(true) * 1e6);
         ll.push_back(lat(false) * 1e6);
-        OK(KVStoreBarrier(kv));
+        REQUIRE_OK(KVStoreBarrier(kv));
         if (rank == 0) zl.push_back(raw.RoundTripUs(raw_buf.data(), bytes));
       }
       z1.push_back(bytes / t_1w / 1e9);
@@ -543,7 +535,7 @@ int main(int argc, char** argv) {
                 "zmqack: one-way with a header frame, an ack per message and `window` in flight, "
                 "its ratio against push\n");
   }
-  OK(KVStoreBarrier(kv));  // every worker is done with the sinks
+  REQUIRE_OK(KVStoreBarrier(kv));  // every worker is done with the sinks
   if (rank == 0) {
     raw.StopSinks();
     for (pid_t pid : sinks) {
@@ -551,6 +543,6 @@ int main(int argc, char** argv) {
       waitpid(pid, &status, 0);
     }
   }
-  OK(KVStoreFree(kv));
+  REQUIRE_OK(KVStoreFree(kv));
   return 0;
 }

@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "../../tests/common/check.h"
 #include "kvstore/kvstore.h"
 
 namespace {
@@ -35,15 +36,6 @@ namespace {
     cudaError_t e_ = (call);                                                                \
     if (e_ != cudaSuccess) {                                                                \
       std::fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorString(e_));               \
-      std::exit(1);                                                                         \
-    }                                                                                       \
-  } while (0)
-
-#define BENCH_KV(call)                                                                      \
-  do {                                                                                      \
-    int rc_ = (call);                                                                       \
-    if (rc_ != 0) {                                                                         \
-      std::fprintf(stderr, "%s failed: %s (%s)\n", #call, KVErrorName(rc_), KVGetLastError()); \
       std::exit(1);                                                                         \
     }                                                                                       \
   } while (0)
@@ -83,10 +75,10 @@ void BenchMemcpy(size_t bytes, int iters) {
 // Pushes `vals` (all for key 0) to a store initialised on gpu 0; returns seconds for iters.
 double TimePush(KVStoreHandle store, std::vector<KVArrayHandle>& vals, int iters) {
   std::vector<int> keys(vals.size(), 0);
-  BENCH_KV(KVStorePush(store, static_cast<int>(vals.size()), keys.data(), vals.data(), 0));
+  REQUIRE_OK(KVStorePush(store, static_cast<int>(vals.size()), keys.data(), vals.data(), 0));
   const double t0 = Now();
   for (int i = 0; i < iters; ++i) {
-    BENCH_KV(KVStorePush(store, static_cast<int>(vals.size()), keys.data(), vals.data(), 0));
+    REQUIRE_OK(KVStorePush(store, static_cast<int>(vals.size()), keys.data(), vals.data(), 0));
   }
   return Now() - t0;
 }
@@ -97,15 +89,15 @@ void BenchDeviceReduce(int64_t n, int k, int ngpu, int iters) {
     const int count = spread ? ngpu : k;
     if (spread && ngpu < 2) break;
     KVStoreHandle store = nullptr;
-    BENCH_KV(KVStoreCreate("device", &store));
+    REQUIRE_OK(KVStoreCreate("device", &store));
     KVArrayHandle init = nullptr;
-    BENCH_KV(KVArrayCreate(&n, 1, KV_FLOAT32, KV_GPU, 0, &init));
+    REQUIRE_OK(KVArrayCreate(&n, 1, KV_FLOAT32, KV_GPU, 0, &init));
     const int key = 0;
-    BENCH_KV(KVStoreInit(store, 1, &key, &init));
+    REQUIRE_OK(KVStoreInit(store, 1, &key, &init));
     std::vector<KVArrayHandle> vals(static_cast<size_t>(count));
     for (int j = 0; j < count; ++j) {
-      BENCH_KV(KVArrayCreate(&n, 1, KV_FLOAT32, KV_GPU, spread ? j : 0, &vals[j]));
-      BENCH_KV(KVArrayFill(vals[j], 1.0));
+      REQUIRE_OK(KVArrayCreate(&n, 1, KV_FLOAT32, KV_GPU, spread ? j : 0, &vals[j]));
+      REQUIRE_OK(KVArrayFill(vals[j], 1.0));
     }
     const double s = TimePush(store, vals, iters);
     char name[32], what[96];
@@ -198,14 +190,14 @@ void BenchNcclStore(int64_t n, int ngpu, int iters) {
     return;
   }
   KVArrayHandle init = nullptr;
-  BENCH_KV(KVArrayCreate(&n, 1, KV_FLOAT32, KV_GPU, 0, &init));
+  REQUIRE_OK(KVArrayCreate(&n, 1, KV_FLOAT32, KV_GPU, 0, &init));
   const int key = 0;
-  BENCH_KV(KVStoreInit(store, 1, &key, &init));
+  REQUIRE_OK(KVStoreInit(store, 1, &key, &init));
   std::vector<KVArrayHandle> vals(static_cast<size_t>(ngpu));
   std::vector<int> keys(static_cast<size_t>(ngpu), 0);
-  for (int g = 0; g < ngpu; ++g) BENCH_KV(KVArrayCreate(&n, 1, KV_FLOAT32, KV_GPU, g, &vals[g]));
+  for (int g = 0; g < ngpu; ++g) REQUIRE_OK(KVArrayCreate(&n, 1, KV_FLOAT32, KV_GPU, g, &vals[g]));
   auto once = [&]() {
-    BENCH_KV(KVStorePushPull(store, ngpu, keys.data(), vals.data(), ngpu, keys.data(),
+    REQUIRE_OK(KVStorePushPull(store, ngpu, keys.data(), vals.data(), ngpu, keys.data(),
                              vals.data(), 0));
   };
   once();
@@ -241,7 +233,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   int ngpu = 0;
-  BENCH_KV(KVGetGpuCount(&ngpu));
+  REQUIRE_OK(KVGetGpuCount(&ngpu));
   if (ngpu == 0) {
     std::printf("no GPU: nothing to measure (KVGetGpuCount = 0)\n");
     return 0;
