@@ -1,0 +1,145 @@
+// server.h - a parameter server: stores its parts of the keys, merges pushes, answers
+// pulls, runs the updater and the controller. Internal to server.cc (the node: sockets,
+// scheduler messages, requests) and server_values.cc (how stored values change: sync
+// rounds, async pushes, round failures).
+//
+// One thread does everything (the one that called KVStoreRunServer): it polls the ROUTER
+// that workers talk to and the DEALER to the scheduler. There is no hand-off between
+// threads of ours on the request path, which matters on small machines where waking a
+// thread costs ~50 us; ZeroMQ's I/O threads (one per worker, Config::IoThreads) receive
+// the workers' streams in parallel.
+//
+// Sync rounds. Each key keeps one FIFO of requests per worker rank, in arrival order (a
+// worker's requests on one connection arrive in the order it sent them). A pull at the
+// head of a FIFO is answered at once; a pull behind a push waits for that push's round, so
+// a worker always reads its own writes. When every FIFO has a push at its head, the round
+// runs: the heads are summed in rank order 0..W-1 (bit-identical whatever the arrival
+// order), the updater runs once (or the sum is assigned), and every push of the round is
+// answered (a pushpull with the new value). A round that waits longer than the timeout,
+// or that needs a worker the scheduler declared dead, fails every parked push with an
+// error naming the missing ranks and the key.
+//
+// Async. Each push is merged on arrival: updater(key, pushed, &stored), or stored =
+// pushed when no updater is set (documented default; the server never dies for it).
+//
+// Copies. Replies that carry values reference the stored buffer without copying; an update
+// never writes a buffer that ZeroMQ may still be sending (copy-on-write through SharedBuf).
+// Without an updater a round's sum accumulates in place in worker 0's received message,
+// which becomes the stored value, so a push costs the transport's copies plus one summing
+// pass over W inputs (none for one worker).
+#pragma once
+
+#include <zmq.hpp>
+
+#include <deque>
+#include <exception>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "ps/ps.h"
+#include "ps/scheduler_link.h"
+#include "ps/security.h"
+#include "ps/wire.h"
+
+namespace kvstore {
+namespace dist {
+namespace server {
+
+// A request parked in a key's FIFO (sync mode), or being applied (async).
+struct Req {
+  MsgType type;
+  int rank;
+  uint64_t req_id;
+  std::string routing_id;
+  zmq::message_t payload;
+  double arrived;
+};
+
+// One key's part on this server. `stored` is set by INIT and never null afterwards; `spare`
+// is the previous value's array, reused for the next one once ZeroMQ has released it.
+struct KeyState {
+  std::string display;  // "3" or "\"weight\"" for messages
+  bool is_str = false;
+  int64_t int_key = 0;
+  std::string name;
+  int updater_id = 0;   // int key, or the server-local id of a string key
+  int dtype = 0;
+  int64_t total = 0, offset = 0, count = 0;
+  std::shared_ptr<SharedBuf> stored, spare;
+  std::unique_ptr<Array> merged;  // the round's sum when an updater runs
+  std::vector<std::deque<Req>> fifo;  // sync mode: per worker rank
+};
+
+// memcpy for values that may have no elements (their data pointers are then null).
+void CopyBytes(void* dst, const void* src, size_t n);
+
+class Server {
+ public:
+  Server(const Config& cfg, ServerHooks* hooks)
+      : cfg_(cfg), hooks_(hooks), ctx_(cfg.IoThreads()), sock_(ctx_, zmq::socket_type::router),
+        sched_(ctx_, cfg) {}
+
+  // Joins the job and serves until the scheduler says SHUTDOWN; throws PEER_DEAD when the
+  // scheduler went silent, or at the end of a job in which nodes died.
+  void Run();
+
+ private:
+  // server.cc: the node.
+  std::vector<int> Bind();
+  void Poll();
+  void HandleScheduler(Message& m);
+  void NodeDied(const Message& m);
+  void HandleWorker(Message& m);
+  void HandleCommand(const Message& m);
+  void HandleSetOptimizer(const Message& m);
+  void HandleData(Message& m, int rank);
+  void HandleInit(const Message& m, KeyState* k);
+  bool SameMode(const Message& m, int rank);
+  bool SamePart(const Message& m, const KeyState* k);
+  void Enqueue(KeyState* k, Req r);
+  void Reply(const std::string& rid, uint64_t req_id, int status, const std::string& msg,
+             const KeyState* with_value = nullptr);
+  void ReplyReq(const Req& r, int status, const std::string& msg, const KeyState* with_value) {
+    Reply(r.routing_id, r.req_id, status, msg, with_value);
+  }
+  KeyState* Lookup(const Message& m, bool create, std::string* key_id);
+
+  // server_values.cc: how stored values change.
+  void Progress(KeyState* k);
+  void RunRound(KeyState* k);
+  void ApplyAsync(KeyState* k, Req& r);
+  template <typename Combine>
+  void StoreNewValue(KeyState* k, zmq::message_t& incoming, Combine&& combine);
+  int UpdateFailure(const KeyState& k, const std::exception& e, bool keep_code,
+                    std::string* msg) const;
+  std::shared_ptr<SharedBuf> TakeTarget(KeyState* k);
+  static bool Adoptable(const KeyState& k, const zmq::message_t& payload);
+  void Update(KeyState* k, Array* recv, Array* target);
+  void FailQueuedPushes(KeyState* k, int code, const std::string& why);
+  void FailRounds(int dead_worker, const std::string& reason);
+  void CheckRoundTimeouts();
+  std::string MissingRanks(const KeyState& k) const;
+
+  Config cfg_;
+  ServerHooks* hooks_;
+  zmq::context_t ctx_;
+  zmq::socket_t sock_;
+  SchedulerLink sched_;
+  AuthGuard guard_{ctx_, sock_, "server"};  // before sock_ binds; closed first
+  int rank_ = -1;
+  int num_workers_ = 0;
+  int mode_ = -1;  // -1 unknown, 0 async, 1 sync (fixed by the first data message)
+  std::map<std::string, KeyState> keys_;
+  std::set<KeyState*> waiting_;  // keys with queued requests
+  std::vector<bool> worker_dead_;
+  std::string dead_list_;
+  int next_str_id_ = 0;
+  bool stop_ = false;
+};
+
+}  // namespace server
+}  // namespace dist
+}  // namespace kvstore

@@ -1,0 +1,237 @@
+// server_values.cc - how a server's stored values change: sync rounds (Progress, RunRound),
+// async pushes (ApplyAsync), both through StoreNewValue, and the failure of rounds that
+// cannot complete (a dead worker, the timeout). The design is in server.h.
+//
+// Invariant. A key's stored value is replaced only by StoreNewValue, and only once the new
+// value is complete: a failing updater (or allocation) leaves the stored value as it was
+// and fails the requests that asked for the change.
+#include <algorithm>
+
+#include "core/cpu/kernels.h"
+#include "core/dtype.h"
+#include "ps/clock.h"
+#include "ps/log.h"
+#include "ps/node_table.h"
+#include "ps/server.h"
+
+namespace kvstore {
+namespace dist {
+namespace server {
+
+// Answers pulls at the heads of the FIFOs and runs rounds while every FIFO has a push at
+// its head.
+void Server::Progress(KeyState* k) {
+  for (;;) {
+    bool all_push = true;
+    bool any = false;
+    for (auto& q : k->fifo) {
+      while (!q.empty() && q.front().type == MsgType::kPull) {
+        ReplyReq(q.front(), 0, "", k);
+        q.pop_front();
+      }
+      if (q.empty()) all_push = false;
+      else any = true;
+    }
+    if (!all_push) {
+      if (!any) waiting_.erase(k);
+      return;
+    }
+    RunRound(k);
+  }
+}
+
+// Whether a received payload may become a stored value as it is. Small messages may live
+// inside a ZeroMQ receive chunk shared with other messages (keeping one would pin the whole
+// chunk) and at any byte offset; they are copied into an array of the key instead. (The
+// same rule as Array::AdoptStorage: large, and aligned for the dtype.)
+bool Server::Adoptable(const KeyState& k, const zmq::message_t& payload) {
+  return payload.size() >= kZeroCopyMinBytes &&
+         reinterpret_cast<uintptr_t>(payload.data()) % DTypeSize(k.dtype) == 0;
+}
+
+std::shared_ptr<SharedBuf> Server::TakeTarget(KeyState* k) {
+  std::shared_ptr<SharedBuf> t;
+  if (k->spare && k->spare->array && k->spare->Idle()) {
+    t = std::move(k->spare);
+  } else {
+    t = std::make_shared<SharedBuf>();
+    t->array = Array::Create({k->count}, k->dtype, Context{});
+  }
+  k->spare.reset();
+  return t;
+}
+
+void Server::Update(KeyState* k, Array* recv, Array* target) {
+  std::shared_ptr<Updater> u = (k->is_str && hooks_->str_updater) ? hooks_->str_updater
+                                                                   : hooks_->updater;
+  // The optimizer state is committed with the value: once Update returns, StoreNewValue
+  // only moves `target` into place, which cannot fail. A throw discards it.
+  UpdateTxn txn;
+  u->Update(k->updater_id, k->is_str ? k->name.c_str() : nullptr, recv, target, &txn);
+  txn.Commit();
+}
+
+// Replaces the stored value of `k` with the result of a round or an async push.
+// `combine(dst)` writes the pushed values (a round's sum, or the one push) to dst, which may
+// be the bytes of `incoming` itself (then only what is not already there). Without an
+// updater that is the new value: accumulated in `incoming` (a round's first push, or the
+// async push), which is adopted without a copy when Adoptable, else in a spare array of the
+// key. With an updater it goes to k->merged, and the updater turns a copy of the stored
+// value into the new one. Throws what Array::Create and the updater throw; the stored value
+// is then unchanged.
+template <typename Combine>
+void Server::StoreNewValue(KeyState* k, zmq::message_t& incoming, Combine&& combine) {
+  const bool has_updater = hooks_->updater || (k->is_str && hooks_->str_updater);
+  std::shared_ptr<SharedBuf> target;
+  if (!has_updater && Adoptable(*k, incoming)) {
+    combine(incoming.data());
+    target = std::make_shared<SharedBuf>();
+    target->msg = std::move(incoming);
+  } else if (!has_updater) {
+    target = TakeTarget(k);
+    combine(target->array->data());
+  } else {
+    target = TakeTarget(k);
+    if (!k->merged) k->merged = Array::Create({k->count}, k->dtype, Context{});
+    combine(k->merged->data());
+    CopyBytes(target->array->data(), k->stored->data(), k->stored->size());
+    Update(k, k->merged.get(), target->array.get());
+  }
+  if (k->stored->array) k->spare = std::move(k->stored);
+  k->stored = std::move(target);
+}
+
+// The status and *msg of a StoreNewValue that threw `e`. Rounds keep the code of a library
+// error (`keep_code`) except INVALID_ARGUMENT; everything else is CALLBACK.
+int Server::UpdateFailure(const KeyState& k, const std::exception& e, bool keep_code,
+                          std::string* msg) const {
+  *msg = StrFormat("key %s: the updater on server %d failed: %s", k.display.c_str(), rank_, e.what());
+  const auto* err = dynamic_cast<const Error*>(&e);
+  if (keep_code && err != nullptr && err->code() != KV_ERR_INVALID_ARGUMENT) return err->code();
+  return KV_ERR_CALLBACK;
+}
+
+void Server::RunRound(KeyState* k) {
+  // Sources in rank order 0..W-1; CpuReduceSum adds them in exactly that order, so the
+  // round's bits do not depend on arrival order. ZeroMQ may deliver small messages inside
+  // its receive buffer at any byte offset; such payloads are copied to aligned scratch
+  // before they are read as elements.
+  std::vector<const void*> srcs;
+  std::vector<std::vector<double>> aligned;
+  aligned.reserve(k->fifo.size());
+  srcs.reserve(k->fifo.size());
+  const size_t esize = DTypeSize(k->dtype);
+  for (auto& q : k->fifo) {
+    const zmq::message_t& p = q.front().payload;
+    if (reinterpret_cast<uintptr_t>(p.data()) % esize == 0) {
+      srcs.push_back(p.data());
+    } else {
+      aligned.emplace_back((p.size() + sizeof(double) - 1) / sizeof(double));
+      CopyBytes(aligned.back().data(), p.data(), p.size());
+      srcs.push_back(aligned.back().data());
+    }
+  }
+  zmq::message_t& first = k->fifo[0].front().payload;
+  const int num_srcs = static_cast<int>(srcs.size());
+  // In place in worker 0's message (srcs[0]), one worker's push is already its own sum.
+  auto sum = [&](void* dst) {
+    if (dst != first.data() || num_srcs > 1) {
+      CpuReduceSum(srcs.data(), num_srcs, dst, k->count, k->dtype);
+    }
+  };
+  int status = 0;
+  std::string msg;
+  try {
+    StoreNewValue(k, first, sum);
+  } catch (const std::exception& e) {
+    status = UpdateFailure(*k, e, true, &msg);
+  }
+  for (auto& q : k->fifo) {
+    const Req& r = q.front();
+    ReplyReq(r, status, msg, r.type == MsgType::kPushPull ? k : nullptr);
+    q.pop_front();
+  }
+}
+
+// Documented default: with no updater an async server assigns the pushed value (adopting
+// the received message when it can, see StoreNewValue).
+void Server::ApplyAsync(KeyState* k, Req& r) {
+  auto copy = [&](void* dst) {
+    if (dst != r.payload.data()) CopyBytes(dst, r.payload.data(), r.payload.size());
+  };
+  int status = 0;
+  std::string msg;
+  try {
+    StoreNewValue(k, r.payload, copy);
+  } catch (const std::exception& e) {
+    status = UpdateFailure(*k, e, false, &msg);
+  }
+  ReplyReq(r, status, msg, r.type == MsgType::kPushPull ? k : nullptr);
+}
+
+// "missing: worker 2, worker 3; pushed: worker 0, worker 1" for the current round.
+std::string Server::MissingRanks(const KeyState& k) const {
+  std::string missing, have;
+  for (int w = 0; w < num_workers_; ++w) {
+    const auto& q = k.fifo[static_cast<size_t>(w)];
+    const bool pushed = !q.empty() && q.front().type != MsgType::kPull;
+    std::string& l = pushed ? have : missing;
+    l += (l.empty() ? "" : ", ") + NodeName(Role::kWorker, w);
+  }
+  return "missing: " + (missing.empty() ? std::string("none") : missing) +
+         "; pushed: " + (have.empty() ? std::string("none") : have);
+}
+
+void Server::FailQueuedPushes(KeyState* k, int code, const std::string& why) {
+  const std::string detail = why + " (" + MissingRanks(*k) + ")";
+  // A pull queued behind a failed push fails too: it was ordered after that push and must
+  // not return a value that silently lacks it.
+  for (auto& q : k->fifo) {
+    bool failed_before = false;
+    for (auto& r : q) {
+      if (r.type != MsgType::kPull) failed_before = true;
+      ReplyReq(r, code,
+               failed_before && r.type == MsgType::kPull
+                   ? "pull ordered after a failed push: " + detail
+                   : detail,
+               nullptr);
+    }
+    q.clear();
+  }
+  Progress(k);
+}
+
+// A worker died (`reason` from the scheduler): in sync mode no round can complete any more,
+// and every queued push fails.
+void Server::FailRounds(int dead_worker, const std::string& reason) {
+  if (mode_ != 1) return;
+  std::vector<KeyState*> w(waiting_.begin(), waiting_.end());
+  for (KeyState* k : w) {
+    FailQueuedPushes(k, KV_ERR_PEER_DEAD,
+                     StrFormat("worker %d died (%s); the sync round of key %s cannot complete",
+                               dead_worker, reason.c_str(), k->display.c_str()));
+  }
+}
+
+void Server::CheckRoundTimeouts() {
+  if (cfg_.timeout_sec <= 0 || waiting_.empty()) return;
+  const double now = NowSec();
+  std::vector<KeyState*> expired;
+  for (KeyState* k : waiting_) {
+    double first = now;
+    for (const auto& q : k->fifo) {
+      if (!q.empty() && q.front().type != MsgType::kPull) first = std::min(first, q.front().arrived);
+    }
+    if (now - first > cfg_.timeout_sec) expired.push_back(k);
+  }
+  for (KeyState* k : expired) {
+    Log("sync round of key %s timed out: %s", k->display.c_str(), MissingRanks(*k).c_str());
+    FailQueuedPushes(k, KV_ERR_TIMEOUT,
+                     StrFormat("the sync round of key %s on server %d timed out after %.0f s",
+                               k->display.c_str(), rank_, cfg_.timeout_sec));
+  }
+}
+
+}  // namespace server
+}  // namespace dist
+}  // namespace kvstore
