@@ -682,17 +682,7 @@ public final class ConformanceTest {
   }
 
   private static WeakReference<Updater> registerUpdater(KVStore kv, AtomicInteger released) {
-    Updater u = new Updater() {
-      @Override
-      public void update(int key, NDArray recv, NDArray stored) {
-        stored.addInPlace(recv);
-      }
-
-      @Override
-      public void released() {
-        released.incrementAndGet();
-      }
-    };
+    Updater u = new SummingUpdater(released);
     kv.setUpdater(u);
     return new WeakReference<>(u);
   }

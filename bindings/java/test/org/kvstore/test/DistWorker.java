@@ -7,8 +7,6 @@ import org.kvstore.KVNotSupportedException;
 import org.kvstore.KVStore;
 import org.kvstore.NDArray;
 import org.kvstore.Shape;
-import org.kvstore.StrUpdater;
-import org.kvstore.Updater;
 
 /**
  * A worker of a real distributed job (started by kvstore-launch; see CMakeLists.txt beside
@@ -48,36 +46,12 @@ public final class DistWorker {
    */
   private static WeakReference<Object> refusedRegistration(KVStore kv, boolean str,
       AtomicInteger released, AtomicInteger refused) {
-    Object u = null;
+    SummingUpdater u = new SummingUpdater(released);
     try {
       if (str) {
-        StrUpdater su = new StrUpdater() {
-          @Override
-          public void update(String key, NDArray recv, NDArray stored) {
-            stored.addInPlace(recv);
-          }
-
-          @Override
-          public void released() {
-            released.incrementAndGet();
-          }
-        };
-        u = su;
-        kv.setStrUpdater(su);
+        kv.setStrUpdater(u);
       } else {
-        Updater iu = new Updater() {
-          @Override
-          public void update(int key, NDArray recv, NDArray stored) {
-            stored.addInPlace(recv);
-          }
-
-          @Override
-          public void released() {
-            released.incrementAndGet();
-          }
-        };
-        u = iu;
-        kv.setUpdater(iu);
+        kv.setUpdater(u);
       }
     } catch (KVNotSupportedException e) {
       refused.incrementAndGet();
