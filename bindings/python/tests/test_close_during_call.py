@@ -24,10 +24,11 @@ WAIT = 30  # seconds; every wait is bounded so a regression fails instead of han
 BusyError = kvstore.errors.error_class("BUSY")
 
 
-def value_of(store, key):
+def assert_holds(store, key, value):
+    """The store's value of key is SHAPE filled with value."""
     out = nd.zeros(SHAPE)
     store.pull(key, out=out)
-    return out.asnumpy()
+    numpy.testing.assert_array_equal(out.asnumpy(), numpy.full(SHAPE, value, numpy.float32))
 
 
 class Gate(object):
@@ -77,9 +78,9 @@ def test_store_close_from_another_thread_during_push_is_busy():
         t.join(WAIT)
     assert not t.is_alive() and errors == []
     # The push completed on the intact store, which stays usable, and closes normally.
-    numpy.testing.assert_array_equal(value_of(s, 3), numpy.full(SHAPE, 3, numpy.float32))
+    assert_holds(s, 3, 3)
     s.push(3, nd.ones(SHAPE))
-    numpy.testing.assert_array_equal(value_of(s, 3), numpy.full(SHAPE, 4, numpy.float32))
+    assert_holds(s, 3, 4)
     s.close()
     assert s.closed
 
@@ -100,15 +101,15 @@ def test_store_close_from_its_own_updater_is_busy():
     s._set_updater(updater)
     s.push([1, 2], [nd.ones(SHAPE), nd.ones(SHAPE) * 5])
     assert seen == ["KV_ERR_BUSY", "KV_ERR_BUSY"] and not s.closed
-    numpy.testing.assert_array_equal(value_of(s, 1), numpy.full(SHAPE, 2, numpy.float32))
-    numpy.testing.assert_array_equal(value_of(s, 2), numpy.full(SHAPE, 6, numpy.float32))
+    assert_holds(s, 1, 2)
+    assert_holds(s, 2, 6)
 
     # An updater that lets the BusyError escape fails its push like any updater exception:
     # the exception reaches the caller and the stored value is unchanged.
     s._set_updater(lambda key, input, stored: s.close())
     with pytest.raises(BusyError):
         s.push(1, nd.ones(SHAPE))
-    numpy.testing.assert_array_equal(value_of(s, 1), numpy.full(SHAPE, 2, numpy.float32))
+    assert_holds(s, 1, 2)
     s.close()
     assert s.closed
 
@@ -133,7 +134,7 @@ def test_array_close_during_a_call_frees_it_when_the_call_returns():
         t.join(WAIT)
     assert not t.is_alive() and errors == []
     assert held() is None, "the closed array was not freed when the push returned"
-    numpy.testing.assert_array_equal(value_of(s, 2), numpy.full(SHAPE, 7, numpy.float32))
+    assert_holds(s, 2, 7)
     s.close()
 
 
@@ -154,7 +155,7 @@ def test_array_close_from_an_updater_during_pull_into_it():
     s.pushpull(1, nd.ones(SHAPE) * 2, out=out)
     assert alive_after_close == [True], "the output was freed before the pull into it"
     assert out.closed and held() is None
-    numpy.testing.assert_array_equal(value_of(s, 1), numpy.full(SHAPE, 3, numpy.float32))
+    assert_holds(s, 1, 3)
     s.close()
 
 
