@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <exception>
 
 #include "../common/check.h"
 
@@ -24,7 +25,12 @@ int RunCases(int argc, char** argv, const Case (&cases)[N]) {
     found = true;
     std::printf("case %s\n", c.name);
     std::fflush(stdout);
-    c.run();
+    try {
+      c.run();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "case %s threw: %s\n", c.name, e.what());
+      CHECK(!"the case threw");
+    }
   }
   if (!found) {
     std::fprintf(stderr, "unknown case %s; the cases are:", argv[1]);

@@ -228,8 +228,11 @@ void Job::OnEachWorker(const std::string& step,
   std::vector<std::unique_ptr<Node>> nodes;
   std::vector<Node*> waiting;
   for (int w = 0; w < opts_.num_workers; ++w) {
+    KV_CHECK(worker(w) != nullptr, KV_ERR_INVALID_ARGUMENT, "%s: worker %d has no store (%s)",
+             step.c_str(), w, finished_ ? "the job has finished" : "it did not join the job");
+  }
+  for (int w = 0; w < opts_.num_workers; ++w) {
     Store* s = worker(w);
-    KV_CHECK(s != nullptr, KV_ERR_INVALID_ARGUMENT, "%s: worker %d has no store", step.c_str(), w);
     nodes.push_back(std::make_unique<Node>());
     nodes.back()->name = dist::NodeName(dist::Role::kWorker, w);
     Launch(nodes.back().get(), [&fn, w, s] { fn(w, *s); });

@@ -10,8 +10,8 @@
 // closes the workers concurrently (their exit barrier needs all of them) and joins every node,
 // returning what each one ended with; the destructor runs it when the test did not.
 //
-// Deadlines. Every wait of the harness (formation, OnEachWorker, Finish, KillServer) is bounded
-// by one job-wide deadline (Options::deadline_sec). A node that has not finished by then
+// Deadlines. Every wait of the harness (formation, OnEachWorker, KillServer, KillWorker,
+// Finish) is bounded by one job-wide deadline (Options::deadline_sec). A node that has not finished by then
 // cannot be stopped from outside (its thread is blocked inside the library), so the harness
 // prints which nodes and which step did not finish and ends the process with status 1: a
 // hanging test fails naming the node, it never waits for the ctest timeout.
@@ -24,9 +24,11 @@
 // reserved head (kKillHead) on its listening port, and the controller the harness installs
 // in every server throws on it. The server's sockets close as its stack unwinds, its heartbeats
 // stop, and the scheduler declares it dead after the heartbeat timeout, as for a crashed
-// process. Only servers started with Options::killable_servers can be killed (the harness's
-// controller stands in for the test's, so a job without it keeps the library's answer to a
-// command that no controller handles).
+// process. This relies on the server calling its controller outside any handler that would
+// catch the exception (server.cc, HandleWorker), which is what a library hook for stopping a
+// server would make explicit. Only servers started with Options::killable_servers can be
+// killed (the harness's controller stands in for the test's, so a job without it keeps the
+// library's answer to a command that no controller handles).
 //
 // Killing a worker. A worker store cannot be killed: none of its hooks runs on its I/O thread
 // (which sends its heartbeats), and destroying it runs the graceful exit protocol. A job can
@@ -35,17 +37,18 @@
 // but never init, push or pull, so a sync round waits for them until KillWorker stops one
 // (its socket closes, its heartbeats stop, the scheduler declares it dead).
 //
-// Process-wide state. The job secret is read from KVSTORE_JOB_SECRET by every node as it
-// creates its sockets: a job with Options::job_secret sets the variable before the first node
-// starts and unsets it after the last one ended, so at most one such job may run at a time in
-// a process (the nodes read the environment from several threads). The log prefix
+// Process-wide state. The job secret is read from KVSTORE_JOB_SECRET (or _FILE) by every node
+// as it creates its sockets: the constructor sets the variable to Options::job_secret, or
+// unsets both for an open job, before the first node starts, and Finish() unsets it after the
+// last one ended. Nodes read the environment from their threads, so the jobs of one process
+// must run one after the other, never side by side. The log prefix
 // (SetLogPrefix) is one per process: log lines of an in-process job carry the name of
 // whichever node set it last.
 #pragma once
 
 #include <atomic>
-#include <exception>
 #include <condition_variable>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -116,7 +119,8 @@ class Job {
 
   int num_workers() const { return opts_.num_workers; }
   int num_servers() const { return opts_.num_servers; }
-  // Worker `rank`'s store; valid until Finish(). Null when it could not be created.
+  // Worker `rank`'s store (0 <= rank < num_workers); valid until Finish(). Null when it could
+  // not be created.
   Store* worker(int rank) { return workers_[static_cast<size_t>(rank)].store.get(); }
   Distributed* dist(int rank) { return worker(rank)->distributed(); }
 
