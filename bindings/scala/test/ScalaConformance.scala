@@ -61,6 +61,17 @@ object ScalaConformance {
 
   private def filled(v: Float): NDArray = NDArray.full(s23, v)
 
+  /** A push of `bad` to key 3, which holds 2s, is refused with T naming `parts`; nothing changes. */
+  private def refusedPush[T <: Throwable: ClassTag](what: String, bad: => NDArray, parts: String*): Unit = {
+    val kv = KVStore.create("local")
+    kv.init(3, filled(2))
+    checkMessage(what, expectThrows[T](what)(kv.push(3, bad)), parts: _*)
+    val out = NDArray.zeros(s23)
+    kv.pull(3, out)
+    checkAll("unchanged", 2f, out)
+    kv.dispose()
+  }
+
   // In its own method so that no local slot of the caller keeps the updater reachable.
   private def registerUpdater(kv: KVStore): WeakReference[MXKVStoreUpdater] = {
     val u = MXKVStoreUpdater((_, input, stored) => stored += input)
@@ -119,29 +130,13 @@ object ScalaConformance {
     }
 
     scenario("C2 shape mismatch on push") {
-      val kv = KVStore.create("local")
-      kv.init(3, filled(2))
-      val e = expectThrows[KVShapeMismatchException]("push (3,2) to a (2,3) key") {
-        kv.push(3, NDArray.ones(Shape(3, 2)))
-      }
-      checkMessage("shape mismatch", e, "3", "(2,3)", "(3,2)")
-      val out = NDArray.zeros(s23)
-      kv.pull(3, out)
-      checkAll("unchanged", 2f, out)
-      kv.dispose()
+      refusedPush[KVShapeMismatchException]("push (3,2) to a (2,3) key", NDArray.ones(Shape(3, 2)),
+        "3", "(2,3)", "(3,2)")
     }
 
     scenario("C3 dtype mismatch on push") {
-      val kv = KVStore.create("local")
-      kv.init(3, filled(2))
-      val e = expectThrows[KVDtypeMismatchException]("push float64 to float32") {
-        kv.push(3, NDArray.ones(s23, dtype = DType.FLOAT64))
-      }
-      checkMessage("dtype mismatch", e, "float32", "float64")
-      val out = NDArray.zeros(s23)
-      kv.pull(3, out)
-      checkAll("unchanged", 2f, out)
-      kv.dispose()
+      refusedPush[KVDtypeMismatchException]("push float64 to float32",
+        NDArray.ones(s23, dtype = DType.FLOAT64), "float32", "float64")
     }
 
     scenario("C4 unknown key on push and pull") {
