@@ -16,7 +16,8 @@
  * in any of its source files count in its summary; they are updated atomically, so checks
  * may run on any thread. CHECK_OK, CHECK_ERR and REQUIRE_OK read the calling thread's
  * KVGetLastError() and KVErrorName() at the call site: a program that resolves the C ABI
- * itself (dlopen) may #define those names before using them. */
+ * itself (dlopen) may #define those names before using them. Array builders for tests
+ * are in arrays.h beside this file. */
 #ifndef KVSTORE_TESTS_COMMON_CHECK_H_
 #define KVSTORE_TESTS_COMMON_CHECK_H_
 
