@@ -162,16 +162,29 @@ class Scheduler {
   void Run();
 
  private:
-  bool Rendezvous();
+  void Rendezvous();
+  [[noreturn]] void AbortRendezvous();
+  void Register(const Message& m);
+  void SendNodeTables();
   void AssignRanks(Role role, int count);
   void Handle(Message& m);
+  void FromUnregistered(const Message& m);
+  void JoinBarrier(int i, const Message& m);
+  void AnswerQueryDead(const Node& n, const Message& m);
   void CheckLiveness();
   void ProgressBarriers();
   void MaybeShutdown();
+  bool ServersStopped() const;
   void Send(const Node& n, WireHeader h, const std::string& str = "") {
     SendMessage(sock_, &n.routing_id, h, str, OutPayload{});
   }
   WireHeader Header(MsgType t) { return MakeHeader(t, Role::kScheduler, 0); }
+  // The header of the answer to request `m`.
+  WireHeader ReplyHeader(MsgType t, const Message& m) {
+    WireHeader h = Header(t);
+    h.req_id = m.h.req_id;
+    return h;
+  }
   bool InGroup(const Node& n, int group) const {
     return (n.role == Role::kServer && (group & KV_NODE_SERVERS)) ||
            (n.role == Role::kWorker && (group & KV_NODE_WORKERS));
@@ -204,7 +217,7 @@ void Scheduler::Run() {
   const std::string ep = BindScheduler(cfg_, sock_);
   if (cfg_.verbose >= 1) Log("listening on %s for %d workers and %d servers", ep.c_str(),
                              cfg_.num_workers, cfg_.num_servers);
-  if (!Rendezvous()) return;  // throws on failure; false never reached
+  Rendezvous();
   for (;;) {
     zmq::pollitem_t item{static_cast<void*>(sock_), 0, ZMQ_POLLIN, 0};
     zmq::poll(&item, 1, std::chrono::milliseconds(
@@ -217,14 +230,7 @@ void Scheduler::Run() {
     CheckLiveness();
     ProgressBarriers();
     MaybeShutdown();
-    if (shutdown_sent_) {
-      bool all_done = true;
-      for (const auto& n : nodes_) {
-        if (n.role == Role::kServer && !n.dead && !n.finished) all_done = false;
-      }
-      const double grace = std::max(5.0, cfg_.heartbeat_timeout_sec);
-      if (all_done || NowSec() - shutdown_started_ > grace) break;
-    }
+    if (ServersStopped()) break;
   }
   if (cfg_.verbose >= 1) Log("job finished");
   if (!dead_names_.empty()) {
@@ -234,24 +240,15 @@ void Scheduler::Run() {
   }
 }
 
-bool Scheduler::Rendezvous() {
+// Step 1 of the protocol: waits until the whole job has registered, then sends every node
+// its rank and the node table. Throws TIMEOUT (after telling the registered nodes) when the
+// job is not complete within the timeout.
+void Scheduler::Rendezvous() {
   const int expect = cfg_.num_workers + cfg_.num_servers;
   const double deadline = DeadlineAfter(cfg_.timeout_sec);
   while (static_cast<int>(nodes_.size()) < expect) {
     const double left = deadline - NowSec();
-    if (left <= 0) {
-      int w = 0, s = 0;
-      for (const auto& n : nodes_) (n.role == Role::kWorker ? w : s)++;
-      const std::string why = StrFormat(
-          "rendezvous timed out after %.0f s: %d of %d workers and %d of %d servers "
-          "registered with the scheduler at %s",
-          cfg_.timeout_sec, w, cfg_.num_workers, s, cfg_.num_servers,
-          cfg_.SchedulerEndpoint().c_str());
-      WireHeader h = Header(MsgType::kAbort);
-      h.status = KV_ERR_TIMEOUT;
-      Broadcast(h, why);
-      KV_FAIL(KV_ERR_TIMEOUT, "%s", why.c_str());
-    }
+    if (left <= 0) AbortRendezvous();
     zmq::pollitem_t item{static_cast<void*>(sock_), 0, ZMQ_POLLIN, 0};
     const double wait_ms = std::min(left * 1000, 500.0);
     zmq::poll(&item, 1, std::chrono::milliseconds(static_cast<long>(wait_ms) + 1));
@@ -260,36 +257,62 @@ bool Scheduler::Rendezvous() {
       if (!RecvValidMessage(sock_, true, "a node", &m)) break;
       if (m.h.type != static_cast<uint16_t>(MsgType::kRegister)) continue;  // too early
       if (FindNode(m.routing_id) >= 0) continue;                            // duplicate
-      Node n;
-      n.role = static_cast<Role>(m.h.sender_role);
-      n.requested_rank = m.h.arg;
-      n.routing_id = m.routing_id;
-      n.last_seen = NowSec();
-      const size_t colon = m.str.rfind(':');
-      n.host = m.str.substr(0, colon == std::string::npos ? m.str.size() : colon);
-      const bool ports_ok =
-          colon != std::string::npos && ParsePorts(m.str.substr(colon + 1), &n.ports);
-      int have = 0;
-      for (const auto& o : nodes_) have += o.role == n.role;
-      const int want = n.role == Role::kWorker ? cfg_.num_workers
-                       : n.role == Role::kServer ? cfg_.num_servers : 0;
-      if (have >= want || (n.role == Role::kServer && !ports_ok)) {
-        WireHeader h = Header(MsgType::kAbort);
-        h.status = KV_ERR_INVALID_ARGUMENT;
-        Send(n, h,
-             StrFormat("the job already has %d %ss (or the registration is malformed)", want,
-                       RoleName(n.role)));
-        LogDropped("rejected a %s registration from %s: job full or malformed", RoleName(n.role),
-            m.str.c_str());
-        continue;
-      }
-      by_rid_[n.routing_id] = static_cast<int>(nodes_.size());
-      nodes_.push_back(n);
-      if (cfg_.verbose >= 1) Log("registered %s at %s", RoleName(n.role), m.str.c_str());
+      Register(m);
     }
   }
   AssignRanks(Role::kServer, cfg_.num_servers);
   AssignRanks(Role::kWorker, cfg_.num_workers);
+  SendNodeTables();
+}
+
+// ABORT to every registered node, naming what is missing; then TIMEOUT.
+void Scheduler::AbortRendezvous() {
+  int w = 0, s = 0;
+  for (const auto& n : nodes_) (n.role == Role::kWorker ? w : s)++;
+  const std::string why = StrFormat(
+      "rendezvous timed out after %.0f s: %d of %d workers and %d of %d servers "
+      "registered with the scheduler at %s",
+      cfg_.timeout_sec, w, cfg_.num_workers, s, cfg_.num_servers,
+      cfg_.SchedulerEndpoint().c_str());
+  WireHeader h = Header(MsgType::kAbort);
+  h.status = KV_ERR_TIMEOUT;
+  Broadcast(h, why);
+  KV_FAIL(KV_ERR_TIMEOUT, "%s", why.c_str());
+}
+
+// REGISTER from a new routing id: the node joins, unless its group is full or a server
+// sent no valid port list (it gets ABORT).
+void Scheduler::Register(const Message& m) {
+  Node n;
+  n.role = static_cast<Role>(m.h.sender_role);
+  n.requested_rank = m.h.arg;
+  n.routing_id = m.routing_id;
+  n.last_seen = NowSec();
+  const size_t colon = m.str.rfind(':');
+  n.host = m.str.substr(0, colon == std::string::npos ? m.str.size() : colon);
+  const bool ports_ok =
+      colon != std::string::npos && ParsePorts(m.str.substr(colon + 1), &n.ports);
+  int have = 0;
+  for (const auto& o : nodes_) have += o.role == n.role;
+  const int want = n.role == Role::kWorker ? cfg_.num_workers
+                   : n.role == Role::kServer ? cfg_.num_servers : 0;
+  if (have >= want || (n.role == Role::kServer && !ports_ok)) {
+    WireHeader h = Header(MsgType::kAbort);
+    h.status = KV_ERR_INVALID_ARGUMENT;
+    Send(n, h,
+         StrFormat("the job already has %d %ss (or the registration is malformed)", want,
+                   RoleName(n.role)));
+    LogDropped("rejected a %s registration from %s: job full or malformed", RoleName(n.role),
+        m.str.c_str());
+    return;
+  }
+  by_rid_[n.routing_id] = static_cast<int>(nodes_.size());
+  nodes_.push_back(n);
+  if (cfg_.verbose >= 1) Log("registered %s at %s", RoleName(n.role), m.str.c_str());
+}
+
+// NODE_TABLE to every node: its rank, and the servers' addresses.
+void Scheduler::SendNodeTables() {
   std::vector<NodeInfo> servers;
   for (const auto& n : nodes_) {
     if (n.role == Role::kServer) servers.push_back({Role::kServer, n.rank, n.host, n.ports});
@@ -302,7 +325,6 @@ bool Scheduler::Rendezvous() {
     n.last_seen = NowSec();
     if (cfg_.verbose >= 1) Log("%s is %s", NodeName(n.role, n.rank).c_str(), Where(n).c_str());
   }
-  return true;
 }
 
 // Requested ranks (DMLC_WORKER_ID / DMLC_SERVER_ID) are honoured when unique; the others
@@ -339,19 +361,7 @@ void Scheduler::AssignRanks(Role role, int count) {
 void Scheduler::Handle(Message& m) {
   const int i = FindNode(m.routing_id);
   if (i < 0) {
-    if (m.h.type == static_cast<uint16_t>(MsgType::kRegister)) {
-      // Late joiner: a second dist store in one process, or a node of another job.
-      Node late;
-      late.role = static_cast<Role>(m.h.sender_role);
-      late.routing_id = m.routing_id;
-      WireHeader h = Header(MsgType::kAbort);
-      h.status = KV_ERR_INVALID_ARGUMENT;
-      Send(late, h,
-           StrFormat("the job is already running with %d workers and %d servers (a process can "
-                     "hold one dist store)",
-                     cfg_.num_workers, cfg_.num_servers));
-    }
-    LogDropped("dropped %s from an unregistered peer", MsgTypeName(m.h.type));
+    FromUnregistered(m);
     return;
   }
   Node& n = nodes_[static_cast<size_t>(i)];
@@ -359,50 +369,20 @@ void Scheduler::Handle(Message& m) {
   n.last_seen = NowSec();
   if (cfg_.verbose >= 2) Log("%s from %s", MsgTypeName(m.h.type), NodeName(n.role, n.rank).c_str());
   switch (static_cast<MsgType>(m.h.type)) {
-    case MsgType::kHeartbeat: {
-      WireHeader h = Header(MsgType::kHeartbeatAck);
-      h.req_id = m.h.req_id;
-      Send(n, h);
+    case MsgType::kHeartbeat:
+      Send(n, ReplyHeader(MsgType::kHeartbeatAck, m));
       break;
-    }
-    case MsgType::kBarrier: {
-      const int group = m.h.arg & (KV_NODE_SCHEDULER | KV_NODE_SERVERS | KV_NODE_WORKERS);
-      if (group == 0 || !InGroup(n, group)) {
-        WireHeader h = Header(MsgType::kBarrierDone);
-        h.req_id = m.h.req_id;
-        h.status = KV_ERR_INVALID_ARGUMENT;
-        Send(n, h, StrFormat("barrier group %d does not contain %s", m.h.arg,
-                             NodeName(n.role, n.rank).c_str()));
-        break;
-      }
-      PendingBarrier& b = barriers_[group];
-      if (b.arrived.empty()) b.started = NowSec();
-      b.group = group;
-      b.arrived[i] = m.h.req_id;
+    case MsgType::kBarrier:
+      JoinBarrier(i, m);
       break;
-    }
-    case MsgType::kQueryDead: {
-      const double limit = static_cast<double>(std::max<int64_t>(m.h.key, 0)) / 1000.0;
-      int64_t count = 0;
-      for (const auto& o : nodes_) {
-        if (!InGroup(o, m.h.arg)) continue;
-        if (o.finished && o.role == Role::kWorker) continue;
-        if (o.dead || NowSec() - o.last_seen > limit) ++count;
-      }
-      WireHeader h = Header(MsgType::kQueryDeadReply);
-      h.req_id = m.h.req_id;
-      h.key = count;
-      Send(n, h);
+    case MsgType::kQueryDead:
+      AnswerQueryDead(n, m);
       break;
-    }
-    case MsgType::kFinish: {
+    case MsgType::kFinish:
       n.finished = true;
-      WireHeader h = Header(MsgType::kFinishAck);
-      h.req_id = m.h.req_id;
-      Send(n, h);
+      Send(n, ReplyHeader(MsgType::kFinishAck, m));
       if (cfg_.verbose >= 1) Log("%s finished", NodeName(n.role, n.rank).c_str());
       break;
-    }
     case MsgType::kShutdownAck:
       if (n.role == Role::kServer) n.finished = true;
       break;
@@ -411,6 +391,56 @@ void Scheduler::Handle(Message& m) {
     default:
       LogDropped("dropped unexpected %s from %s", MsgTypeName(m.h.type), NodeName(n.role, n.rank).c_str());
   }
+}
+
+// A message from a routing id that did not register in time. A late REGISTER (a second
+// dist store in one process, or a node of another job) gets ABORT saying why.
+void Scheduler::FromUnregistered(const Message& m) {
+  if (m.h.type == static_cast<uint16_t>(MsgType::kRegister)) {
+    Node late;
+    late.role = static_cast<Role>(m.h.sender_role);
+    late.routing_id = m.routing_id;
+    WireHeader h = Header(MsgType::kAbort);
+    h.status = KV_ERR_INVALID_ARGUMENT;
+    Send(late, h,
+         StrFormat("the job is already running with %d workers and %d servers (a process can "
+                   "hold one dist store)",
+                   cfg_.num_workers, cfg_.num_servers));
+  }
+  LogDropped("dropped %s from an unregistered peer", MsgTypeName(m.h.type));
+}
+
+// BARRIER from node i: it waits in the barrier of its group mask (ProgressBarriers answers
+// it); a mask that does not contain the node is refused at once.
+void Scheduler::JoinBarrier(int i, const Message& m) {
+  const Node& n = nodes_[static_cast<size_t>(i)];
+  const int group = m.h.arg & (KV_NODE_SCHEDULER | KV_NODE_SERVERS | KV_NODE_WORKERS);
+  if (group == 0 || !InGroup(n, group)) {
+    WireHeader h = ReplyHeader(MsgType::kBarrierDone, m);
+    h.status = KV_ERR_INVALID_ARGUMENT;
+    Send(n, h, StrFormat("barrier group %d does not contain %s", m.h.arg,
+                         NodeName(n.role, n.rank).c_str()));
+    return;
+  }
+  PendingBarrier& b = barriers_[group];
+  if (b.arrived.empty()) b.started = NowSec();
+  b.group = group;
+  b.arrived[i] = m.h.req_id;
+}
+
+// QUERY_DEAD: how many members of the group mask are dead or were silent for longer than
+// the query's limit (key, in ms); finished workers do not count.
+void Scheduler::AnswerQueryDead(const Node& n, const Message& m) {
+  const double limit = static_cast<double>(std::max<int64_t>(m.h.key, 0)) / 1000.0;
+  int64_t count = 0;
+  for (const auto& o : nodes_) {
+    if (!InGroup(o, m.h.arg)) continue;
+    if (o.finished && o.role == Role::kWorker) continue;
+    if (o.dead || NowSec() - o.last_seen > limit) ++count;
+  }
+  WireHeader h = ReplyHeader(MsgType::kQueryDeadReply, m);
+  h.key = count;
+  Send(n, h);
 }
 
 void Scheduler::CheckLiveness() {
@@ -467,6 +497,17 @@ void Scheduler::ProgressBarriers() {
     }
     it = barriers_.erase(it);
   }
+}
+
+// After SHUTDOWN: whether every live server acknowledged it, or the grace period is over.
+bool Scheduler::ServersStopped() const {
+  if (!shutdown_sent_) return false;
+  bool all_done = true;
+  for (const auto& n : nodes_) {
+    if (n.role == Role::kServer && !n.dead && !n.finished) all_done = false;
+  }
+  const double grace = std::max(5.0, cfg_.heartbeat_timeout_sec);
+  return all_done || NowSec() - shutdown_started_ > grace;
 }
 
 void Scheduler::MaybeShutdown() {
