@@ -915,46 +915,39 @@ void TestSpecAccepted() {
 }
 
 void TestSpecErrors() {
+  // Each spec is refused with INVALID_ARGUMENT and a message containing the text beside it.
+  const struct {
+    const char* spec;
+    const char* needle;
+  } refused[] = {
+      {"foo(lr=1)", "unknown optimizer \"foo\""},
+      {"foo", "sgd, nag, adam, adagrad, rmsprop, test"},
+      {"sgd(beta1=0.9)", "optimizer sgd has no parameter \"beta1\""},
+      {"sgd(beta1=0.9)", "learning_rate (alias lr), momentum, wd, rescale_grad, clip_gradient"},
+      {"test(lr=1)", "valid parameters: rescale_grad"},
+      {"sgd(lr=abc)", "\"abc\" of 'lr' is not a finite number"},
+      {"sgd(lr=0.1x)", "0.1x"},
+      {"sgd(lr=nan)", "nan"},
+      {"sgd(lr=inf)", "inf"},
+      {"sgd(lr=1e999)", "1e999"},
+      {"sgd(lr=)", "of 'lr'"},
+      {"sgd(lr=0,5)", "expected a parameter name at offset 9"},
+      {"sgd(lr=0.1", "expected ',' or ')'"},
+      {"sgd(lr 0.1)", "expected '=' after 'lr'"},
+      {"sgd lr=1", "unexpected text after the spec"},
+      {"sgd(lr=1))", "unexpected text after the spec"},
+      {"", "expected an optimizer name"},
+      {"(lr=1)", "expected an optimizer name"},
+      {"sgd(lr=0.1,learning_rate=0.2)", "given twice (as \"lr\" and \"learning_rate\")"},
+      {"adam(beta1=1)", "\"beta1\" of optimizer adam must be in [0, 1), got 1"},
+      {"adam(epsilon=0)", "must be > 0"},
+      {"sgd(lr=-0.1)", "must be >= 0"},
+      {"sgd(momentum=1.5)", "must be in [0, 1]"},
+  };
   Store s;
-  CHECK_ERR(KVStoreSetOptimizer(s.h, "foo(lr=1)"), KV_ERR_INVALID_ARGUMENT,
-            "unknown optimizer \"foo\"");
-  CHECK_ERR(KVStoreSetOptimizer(s.h, "foo"), KV_ERR_INVALID_ARGUMENT,
-            "sgd, nag, adam, adagrad, rmsprop, test");
-  CHECK_ERR(KVStoreSetOptimizer(s.h, "sgd(beta1=0.9)"), KV_ERR_INVALID_ARGUMENT,
-            "optimizer sgd has no parameter \"beta1\"");
-  CHECK_ERR(KVStoreSetOptimizer(s.h, "sgd(beta1=0.9)"), KV_ERR_INVALID_ARGUMENT,
-            "learning_rate (alias lr), momentum, wd, rescale_grad, clip_gradient");
-  CHECK_ERR(KVStoreSetOptimizer(s.h, "test(lr=1)"), KV_ERR_INVALID_ARGUMENT,
-            "valid parameters: rescale_grad");
-  CHECK_ERR(KVStoreSetOptimizer(s.h, "sgd(lr=abc)"), KV_ERR_INVALID_ARGUMENT,
-            "\"abc\" of 'lr' is not a finite number");
-  CHECK_ERR(KVStoreSetOptimizer(s.h, "sgd(lr=0.1x)"), KV_ERR_INVALID_ARGUMENT, "0.1x");
-  CHECK_ERR(KVStoreSetOptimizer(s.h, "sgd(lr=nan)"), KV_ERR_INVALID_ARGUMENT, "nan");
-  CHECK_ERR(KVStoreSetOptimizer(s.h, "sgd(lr=inf)"), KV_ERR_INVALID_ARGUMENT, "inf");
-  CHECK_ERR(KVStoreSetOptimizer(s.h, "sgd(lr=1e999)"), KV_ERR_INVALID_ARGUMENT, "1e999");
-  CHECK_ERR(KVStoreSetOptimizer(s.h, "sgd(lr=)"), KV_ERR_INVALID_ARGUMENT, "of 'lr'");
-  CHECK_ERR(KVStoreSetOptimizer(s.h, "sgd(lr=0,5)"), KV_ERR_INVALID_ARGUMENT,
-            "expected a parameter name at offset 9");
-  CHECK_ERR(KVStoreSetOptimizer(s.h, "sgd(lr=0.1"), KV_ERR_INVALID_ARGUMENT,
-            "expected ',' or ')'");
-  CHECK_ERR(KVStoreSetOptimizer(s.h, "sgd(lr 0.1)"), KV_ERR_INVALID_ARGUMENT,
-            "expected '=' after 'lr'");
-  CHECK_ERR(KVStoreSetOptimizer(s.h, "sgd lr=1"), KV_ERR_INVALID_ARGUMENT,
-            "unexpected text after the spec");
-  CHECK_ERR(KVStoreSetOptimizer(s.h, "sgd(lr=1))"), KV_ERR_INVALID_ARGUMENT,
-            "unexpected text after the spec");
-  CHECK_ERR(KVStoreSetOptimizer(s.h, ""), KV_ERR_INVALID_ARGUMENT, "expected an optimizer name");
-  CHECK_ERR(KVStoreSetOptimizer(s.h, "(lr=1)"), KV_ERR_INVALID_ARGUMENT,
-            "expected an optimizer name");
-  CHECK_ERR(KVStoreSetOptimizer(s.h, "sgd(lr=0.1,learning_rate=0.2)"), KV_ERR_INVALID_ARGUMENT,
-            "given twice (as \"lr\" and \"learning_rate\")");
-  CHECK_ERR(KVStoreSetOptimizer(s.h, "adam(beta1=1)"), KV_ERR_INVALID_ARGUMENT,
-            "\"beta1\" of optimizer adam must be in [0, 1), got 1");
-  CHECK_ERR(KVStoreSetOptimizer(s.h, "adam(epsilon=0)"), KV_ERR_INVALID_ARGUMENT,
-            "must be > 0");
-  CHECK_ERR(KVStoreSetOptimizer(s.h, "sgd(lr=-0.1)"), KV_ERR_INVALID_ARGUMENT, "must be >= 0");
-  CHECK_ERR(KVStoreSetOptimizer(s.h, "sgd(momentum=1.5)"), KV_ERR_INVALID_ARGUMENT,
-            "must be in [0, 1]");
+  for (const auto& r : refused) {
+    CHECK_ERR(KVStoreSetOptimizer(s.h, r.spec), KV_ERR_INVALID_ARGUMENT, r.needle);
+  }
   CHECK_ERR(KVStoreSetOptimizer(s.h, nullptr), KV_ERR_NULL_POINTER, nullptr);
 }
 
