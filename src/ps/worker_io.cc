@@ -1,0 +1,360 @@
+// worker_io.cc - a worker's I/O loop (worker_io.h).
+#include "ps/worker_io.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cinttypes>
+#include <cstring>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "ps/clock.h"
+#include "ps/log.h"
+#include "ps/node_table.h"
+#include "ps/transport.h"
+
+namespace kvstore {
+namespace dist {
+
+WorkerIo::WorkerIo(const Config& cfg, OpTracker* tracker)
+    : cfg_(cfg), tracker_(tracker), ctx_(cfg.IoThreads()), link_(ctx_, cfg_) {
+  JoinResult j = link_.Join({});
+  rank_ = j.rank;
+  num_workers_ = j.num_workers;
+  num_servers_ = j.num_servers;
+  SetLogPrefix("worker " + std::to_string(rank_));
+  server_dead_.assign(static_cast<size_t>(num_servers_), false);
+  worker_dead_.assign(static_cast<size_t>(num_workers_), false);
+  const int io_threads = cfg_.IoThreads();
+  for (const auto& s : j.servers) {
+    servers_.emplace_back(ctx_, zmq::socket_type::dealer);
+    server_names_.push_back("server " + std::to_string(servers_.size() - 1));
+    zmq::socket_t& sk = servers_.back();
+    ConfigureSocket(sk, Link::kToServer);
+    // Server s is served by I/O thread s mod IoThreads (ZeroMQ would otherwise put the
+    // connections, made back to back, on whichever thread looked least loaded at the time);
+    // on the server, this worker uses the port of the server's I/O thread for its rank.
+    if (io_threads > 1) {
+      sk.set(zmq::sockopt::affinity, uint64_t{1} << ((servers_.size() - 1) % static_cast<size_t>(io_threads)));
+    }
+    const int port = s.ports[static_cast<size_t>(rank_) % s.ports.size()];
+    const std::string ep = "tcp://" + s.host + ":" + std::to_string(port);
+    try {
+      sk.connect(ep);
+    } catch (const zmq::error_t& e) {
+      KV_FAIL(KV_ERR_NETWORK, "worker %d cannot connect to server %d at %s: %s", rank_, s.rank,
+              ep.c_str(), e.what());
+    }
+    if (cfg_.verbose >= 1) Log("connected to server %d at %s", s.rank, ep.c_str());
+  }
+  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  KV_CHECK(wake_fd_ >= 0, KV_ERR_INTERNAL, "eventfd failed: %s", std::strerror(errno));
+  thread_ = std::thread([this] { Loop(); });
+}
+
+double WorkerIo::RequestTimeout() const {
+  return cfg_.timeout_sec > 0 ? cfg_.timeout_sec + cfg_.heartbeat_timeout_sec + 2 : 0;
+}
+
+void WorkerIo::Wake() {
+  uint64_t one = 1;
+  if (write(wake_fd_, &one, sizeof(one)) < 0) {
+    // The counter cannot overflow in practice; a failed wake-up is caught by the poll
+    // timeout of the I/O thread.
+  }
+}
+
+void WorkerIo::Enqueue(std::vector<OutMsg>& msgs, int priority) {
+  std::vector<SendQueue<OutMsg>::Entry> entries(msgs.size());
+  for (size_t i = 0; i < msgs.size(); ++i) {
+    OutMsg& m = msgs[i];
+    SendQueue<OutMsg>::Entry& e = entries[i];
+    e.key = m.order_key;
+    if (m.op && m.op->type == MsgType::kPull) {
+      e.kind = SendKind::kPull;
+      e.reply_bytes = static_cast<size_t>(m.part.count) * DTypeSize(m.op->key->dtype);
+    } else if (m.op) {
+      e.kind = SendKind::kPush;
+    }
+    e.item = std::move(m);
+  }
+  // The I/O thread drains the whole queue once woken, so only the request that finds the
+  // queue empty needs to wake it.
+  if (queue_.Push(entries, priority)) Wake();
+}
+
+void WorkerIo::Stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  stop_.store(true, std::memory_order_release);
+  Wake();
+  if (thread_.joinable()) thread_.join();
+  for (auto& s : servers_) s.set(zmq::sockopt::linger, 200);
+  link_.socket().set(zmq::sockopt::linger, 200);
+  close(wake_fd_);
+}
+
+int WorkerIo::KnownDead(int node_group, bool* scheduler_dead) {
+  std::lock_guard<std::mutex> lock(peers_mu_);
+  *scheduler_dead = scheduler_dead_;
+  int n = 0;
+  if (node_group & KV_NODE_SERVERS) n += static_cast<int>(std::count(server_dead_.begin(), server_dead_.end(), true));
+  if (node_group & KV_NODE_WORKERS) n += static_cast<int>(std::count(worker_dead_.begin(), worker_dead_.end(), true));
+  return n;
+}
+
+std::string WorkerIo::DeadNodes() {
+  std::lock_guard<std::mutex> lock(peers_mu_);
+  std::string list = scheduler_dead_ ? "the scheduler" : "";
+  for (int s = 0; s < num_servers_; ++s) {
+    if (server_dead_[static_cast<size_t>(s)]) list += (list.empty() ? "" : ", ") + NodeName(Role::kServer, s);
+  }
+  for (int w = 0; w < num_workers_; ++w) {
+    if (worker_dead_[static_cast<size_t>(w)]) list += (list.empty() ? "" : ", ") + NodeName(Role::kWorker, w);
+  }
+  return list;
+}
+
+// ---------------------------------------------------------------------------------------
+// The I/O thread
+// ---------------------------------------------------------------------------------------
+
+void WorkerIo::Loop() {
+  double next_scan = NowSec() + 0.1;
+  std::vector<zmq::pollitem_t> items;
+  while (!stop_.load(std::memory_order_acquire)) {
+    items.clear();
+    items.push_back({nullptr, wake_fd_, ZMQ_POLLIN, 0});
+    items.push_back({static_cast<void*>(link_.socket()), 0, ZMQ_POLLIN, 0});
+    for (auto& s : servers_) items.push_back({static_cast<void*>(s), 0, ZMQ_POLLIN, 0});
+    const double wait = std::max(0.0, std::min(link_.next_heartbeat(), next_scan) - NowSec());
+    try {
+      zmq::poll(items.data(), items.size(), std::chrono::milliseconds(static_cast<long>(wait * 1000)));
+    } catch (const zmq::error_t& e) {
+      if (e.num() != EINTR) Log("poll failed: %s", e.what());
+    }
+    if (items[0].revents & ZMQ_POLLIN) {
+      uint64_t v;
+      if (read(wake_fd_, &v, sizeof(v)) < 0) {
+      }
+    }
+    SendQueued();
+    // Only sockets that zmq_poll found readable are read: an empty non-blocking receive
+    // costs a poll of ZeroMQ's command mailbox (a system call), per socket and per loop.
+    while (items[1].revents & ZMQ_POLLIN) {
+      Message m;
+      if (!link_.Recv(&m)) break;
+      HandleScheduler(m);
+    }
+    for (int s = 0; s < num_servers_; ++s) {
+      if (!(items[static_cast<size_t>(2 + s)].revents & ZMQ_POLLIN)) continue;
+      for (int budget = 0; budget < 1024; ++budget) {
+        Message m;
+        if (!RecvValidMessage(servers_[static_cast<size_t>(s)], false,
+                              server_names_[static_cast<size_t>(s)].c_str(), &m)) {
+          break;
+        }
+        HandleReply(s, m);
+      }
+    }
+    SendQueued();  // replies may have opened the send window
+    const double now = NowSec();
+    link_.HeartbeatIfDue(now);
+    if (now >= next_scan) {
+      next_scan = now + 0.1;
+      CheckScheduler(now);
+      CheckDeadlines();
+    }
+  }
+  // Stopping: whatever is still outstanding fails (the store is being destroyed).
+  FailAll(KV_ERR_NETWORK, "the store was closed before the reply arrived");
+}
+
+// Without the scheduler the job cannot go on: nobody reports dead nodes any more, barriers
+// cannot complete, and the servers stop when they notice it too. Everything queued or
+// outstanding fails now, and every later request at once (SendOne).
+void WorkerIo::CheckScheduler(double now) {
+  {
+    std::lock_guard<std::mutex> lock(peers_mu_);
+    if (scheduler_dead_ || !link_.Silent(now)) return;
+    scheduler_dead_ = true;
+  }
+  const std::string why = StrFormat("the scheduler sent nothing for %.1f s and is considered dead",
+                                    link_.Silence(now));
+  Log("%s", why.c_str());
+  FailAll(KV_ERR_PEER_DEAD, why);
+}
+
+void WorkerIo::SendQueued() {
+  OutMsg m;
+  SendQueue<OutMsg>::Ticket ticket;
+  while (queue_.Pop(&m, &ticket)) SendOne(m, ticket);
+}
+
+void WorkerIo::SendOne(OutMsg& m, const SendQueue<OutMsg>::Ticket& ticket) {
+  const uint64_t id = next_req_++;
+  m.h.req_id = id;
+  Outstanding o;
+  o.op = m.op;
+  o.waiter = m.waiter;
+  o.dest = m.dest;
+  o.part = m.part;
+  o.type = static_cast<MsgType>(m.h.type);
+  o.ticket = ticket;
+  o.deadline = DeadlineAfter(RequestTimeout());
+  bool sched_dead, server_dead = false;
+  {
+    std::lock_guard<std::mutex> lock(peers_mu_);
+    sched_dead = scheduler_dead_;
+    if (m.dest >= 0) server_dead = server_dead_[static_cast<size_t>(m.dest)];
+  }
+  if (sched_dead) {
+    Complete(o, KV_ERR_PEER_DEAD,
+             m.op ? std::string("the scheduler is dead; the job cannot go on")
+                  : StrFormat("%s: the scheduler is dead", MsgTypeName(m.h.type)),
+             nullptr);
+    return;
+  }
+  if (server_dead) {
+    Complete(o, KV_ERR_PEER_DEAD, StrFormat("server %d is dead", m.dest), nullptr);
+    return;
+  }
+  outstanding_.emplace(id, std::move(o));  // every queued request has a reply
+  zmq::socket_t& sock = m.dest < 0 ? link_.socket() : servers_[static_cast<size_t>(m.dest)];
+  if (cfg_.verbose >= 2) {
+    Log("send %s%s%s to %s", MsgTypeName(m.h.type), m.op ? " of key " : "",
+        m.op ? m.op->key->display.c_str() : "",
+        m.dest < 0 ? "the scheduler" : NodeName(Role::kServer, m.dest).c_str());
+  }
+  if (!SendMessage(sock, nullptr, m.h, m.str, m.payload)) {
+    Outstanding failed = std::move(outstanding_[id]);
+    outstanding_.erase(id);
+    Complete(failed, KV_ERR_NETWORK, StrFormat("sending %s failed", MsgTypeName(m.h.type)), nullptr);
+  }
+}
+
+void WorkerIo::NodeDead(const Message& m) {
+  Log("%s", m.str.c_str());
+  const int rank = static_cast<int>(m.h.key);
+  if (m.h.arg == static_cast<int32_t>(Role::kServer) && rank >= 0 && rank < num_servers_) {
+    {
+      std::lock_guard<std::mutex> lock(peers_mu_);
+      server_dead_[static_cast<size_t>(rank)] = true;
+    }
+    FailServer(rank, KV_ERR_PEER_DEAD, m.str);
+  } else if (m.h.arg == static_cast<int32_t>(Role::kWorker) && rank >= 0 && rank < num_workers_) {
+    std::lock_guard<std::mutex> lock(peers_mu_);
+    worker_dead_[static_cast<size_t>(rank)] = true;
+  }
+}
+
+void WorkerIo::HandleScheduler(Message& m) {
+  const auto type = static_cast<MsgType>(m.h.type);
+  switch (type) {
+    case MsgType::kHeartbeatAck:
+      return;
+    case MsgType::kNodeDead:
+      NodeDead(m);
+      return;
+    case MsgType::kAbort:
+      Log("the scheduler aborted the job: %s", m.str.c_str());
+      FailAll(KV_ERR_PEER_DEAD, "the scheduler aborted the job: " + m.str);
+      return;
+    case MsgType::kBarrierDone:
+    case MsgType::kFinishAck:
+    case MsgType::kQueryDeadReply: {
+      auto it = outstanding_.find(m.h.req_id);
+      if (it == outstanding_.end() || it->second.dest != -1) {
+        LogDropped("dropped %s for unknown request %" PRIu64, MsgTypeName(m.h.type), m.h.req_id);
+        return;
+      }
+      Outstanding o = std::move(it->second);
+      outstanding_.erase(it);
+      queue_.Done(&o.ticket);
+      if (o.waiter) {
+        o.waiter->Complete(m.h.status, m.str, type == MsgType::kQueryDeadReply ? m.h.key : 0);
+      }
+      return;
+    }
+    default:
+      LogDropped("dropped unexpected %s from the scheduler", MsgTypeName(m.h.type));
+  }
+}
+
+void WorkerIo::HandleReply(int server, Message& m) {
+  if (m.h.type != static_cast<uint16_t>(MsgType::kReply)) {
+    LogDropped("dropped unexpected %s from server %d", MsgTypeName(m.h.type), server);
+    return;
+  }
+  auto it = outstanding_.find(m.h.req_id);
+  if (it == outstanding_.end() || it->second.dest != server) {
+    LogDropped("dropped a reply from server %d for unknown request %" PRIu64, server, m.h.req_id);
+    return;
+  }
+  Outstanding o = std::move(it->second);
+  outstanding_.erase(it);
+  Complete(o, m.h.status, m.str, &m);
+}
+
+// Completes one request: a part of an Op (`reply`: the server's reply, for successful
+// pulls and pushpulls) or a control request.
+void WorkerIo::Complete(Outstanding& o, int status, const std::string& msg, Message* reply) {
+  queue_.Done(&o.ticket);
+  if (!o.op) {
+    if (o.waiter) o.waiter->Complete(status, msg);
+    return;
+  }
+  if (o.op->CompletePart(o.part, o.dest, status, msg, reply)) tracker_->Finish(*o.op);
+}
+
+void WorkerIo::CheckDeadlines() {
+  const double now = NowSec();
+  std::vector<uint64_t> expired;
+  for (const auto& e : outstanding_) {
+    if (now > e.second.deadline) expired.push_back(e.first);
+  }
+  for (uint64_t id : expired) {
+    Outstanding o = std::move(outstanding_[id]);
+    outstanding_.erase(id);
+    const std::string who = o.dest < 0 ? "the scheduler" : NodeName(Role::kServer, o.dest);
+    const std::string what = o.op ? std::string() : StrFormat(" for %s", MsgTypeName(static_cast<uint16_t>(o.type)));
+    Complete(o, KV_ERR_TIMEOUT,
+             StrFormat("worker %d: no reply from %s%s within %.0f s", rank_, who.c_str(), what.c_str(),
+                       cfg_.timeout_sec + cfg_.heartbeat_timeout_sec + 2),
+             nullptr);
+  }
+}
+
+void WorkerIo::FailServer(int server, int code, const std::string& why) {
+  for (auto it = outstanding_.begin(); it != outstanding_.end();) {
+    if (it->second.dest == server) {
+      Outstanding o = std::move(it->second);
+      it = outstanding_.erase(it);
+      Complete(o, code, why, nullptr);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void WorkerIo::FailAll(int code, const std::string& why) {
+  // Queued but unsent requests first, then the outstanding ones.
+  for (OutMsg& m : queue_.TakeAll()) {
+    Outstanding o;
+    o.op = m.op;
+    o.waiter = m.waiter;
+    o.dest = m.dest;
+    o.part = m.part;
+    o.type = static_cast<MsgType>(m.h.type);
+    Complete(o, code, why, nullptr);
+  }
+  std::unordered_map<uint64_t, Outstanding> all;
+  all.swap(outstanding_);
+  for (auto& e : all) Complete(e.second, code, why, nullptr);
+}
+
+}  // namespace dist
+}  // namespace kvstore

@@ -1,0 +1,133 @@
+// worker_io.h - a worker's I/O loop: its sockets (the scheduler link and one DEALER per
+// server), the send queue, the requests outstanding, their deadlines, and the liveness of
+// the other nodes as the scheduler reports it.
+//
+// Protocol steps. Application threads Enqueue requests; the I/O thread sends what the send
+// queue lets leave (send_queue.h), gives each sent request an id and a deadline, and
+// completes it when its reply arrives, when its deadline passes (TIMEOUT naming the server
+// and, through the Op, the key), when the scheduler reports its server dead (PEER_DEAD at
+// once), or when the scheduler itself falls silent or aborts the job (everything queued or
+// outstanding fails, and every later request at once). Completing a part of an Op may
+// finish the Op (OpTracker::Finish); a control request completes its Waiter.
+//
+// Invariants. Every request leaves the queue exactly once and is completed exactly once
+// (its queue ticket given back then); after Stop nothing is queued or outstanding.
+//
+// Threading. One I/O thread owns every socket, the outstanding requests and the scheduler
+// link, and never blocks on anything but zmq_poll. Application threads only Enqueue (the
+// send queue's lock) and read liveness (peers_mu_); neither lock is held while calling out.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "ps/config.h"
+#include "ps/op.h"
+#include "ps/placement.h"
+#include "ps/scheduler_link.h"
+#include "ps/send_queue.h"
+#include "ps/wire.h"
+
+namespace kvstore {
+namespace dist {
+
+// A request as queued: its destination, message, and what it completes.
+struct OutMsg {
+  int dest = -1;  // server rank, or -1 for the scheduler
+  WireHeader h{};
+  std::string str;
+  OutPayload payload;
+  std::shared_ptr<Op> op;  // a data request: one part of this Op
+  PartPlan part{};
+  std::shared_ptr<Waiter> waiter;  // a control request
+  uint64_t order_key = 0;  // the key's order id; 0: unordered (control)
+};
+
+class WorkerIo {
+ public:
+  // Joins the job (the rendezvous), connects to every server and starts the I/O thread.
+  // Operations finish through `tracker`, which must outlive this object.
+  WorkerIo(const Config& cfg, OpTracker* tracker);
+  ~WorkerIo() { Stop(); }
+  WorkerIo(const WorkerIo&) = delete;
+  WorkerIo& operator=(const WorkerIo&) = delete;
+
+  int rank() const { return rank_; }
+  int num_workers() const { return num_workers_; }
+  int num_servers() const { return num_servers_; }
+  WireHeader Header(MsgType t) const { return MakeHeader(t, Role::kWorker, rank_); }
+  // Seconds a request may wait for its reply (0: forever).
+  double RequestTimeout() const;
+
+  // Queues `msgs` at `priority` (moved from) and wakes the I/O thread when needed.
+  void Enqueue(std::vector<OutMsg>& msgs, int priority);
+
+  // Stops the I/O thread; whatever is still queued or outstanding fails with NETWORK.
+  // Idempotent.
+  void Stop();
+
+  // Liveness as the scheduler reported it (or as noticed: a silent scheduler): the dead
+  // servers and/or workers known so far (KV_NODE_* mask), and whether the scheduler is.
+  int KnownDead(int node_group, bool* scheduler_dead);
+  // "the scheduler, server 1, worker 2" for the nodes known dead, or "".
+  std::string DeadNodes();
+
+ private:
+  void Loop();
+  void Wake();
+  void SendQueued();
+  void SendOne(OutMsg& m, const SendQueue<OutMsg>::Ticket& ticket);
+  void HandleReply(int server, Message& m);
+  void HandleScheduler(Message& m);
+  void NodeDead(const Message& m);
+  void CheckScheduler(double now);
+  struct Outstanding;
+  void Complete(Outstanding& o, int status, const std::string& msg, Message* reply);
+  void CheckDeadlines();
+  void FailServer(int server, int code, const std::string& why);
+  void FailAll(int code, const std::string& why);
+
+  const Config cfg_;
+  OpTracker* const tracker_;
+  int rank_ = -1;
+  int num_workers_ = 0;
+  int num_servers_ = 0;
+
+  zmq::context_t ctx_;  // before the sockets: destroyed after them
+  SchedulerLink link_;
+  std::vector<zmq::socket_t> servers_;
+  std::vector<std::string> server_names_;  // "server <rank>", for log lines
+  int wake_fd_ = -1;
+  std::atomic<bool> stop_{false};
+  bool stopped_ = false;  // Stop ran (the application thread that calls it)
+  std::thread thread_;
+
+  SendQueue<OutMsg> queue_;  // its own lock
+
+  std::mutex peers_mu_;  // guards the three below
+  bool scheduler_dead_ = false;
+  std::vector<bool> server_dead_;
+  std::vector<bool> worker_dead_;
+
+  // I/O thread only.
+  struct Outstanding {
+    std::shared_ptr<Op> op;
+    std::shared_ptr<Waiter> waiter;
+    int dest = -1;
+    PartPlan part{};
+    double deadline = 0;
+    MsgType type;
+    SendQueue<OutMsg>::Ticket ticket;  // given back when the request completes
+  };
+  uint64_t next_req_ = 1;
+  std::unordered_map<uint64_t, Outstanding> outstanding_;
+};
+
+}  // namespace dist
+}  // namespace kvstore
