@@ -10,6 +10,7 @@
 #include "core/dtype.h"
 #include "optimizer/optimizer.h"
 #include "ps/clock.h"
+#include "ps/key.h"
 #include "ps/log.h"
 #include "ps/node_table.h"
 #include "ps/transport.h"
@@ -143,21 +144,17 @@ void Server::Reply(const std::string& rid, uint64_t req_id, int status, const st
 }
 
 KeyState* Server::Lookup(const Message& m, bool create, std::string* key_id) {
-  const bool is_str = (m.h.flags & kFlagStrKey) != 0;
-  if (is_str) {
-    *key_id = "s" + m.str;
-  } else {
-    key_id->assign("i");
-    key_id->append(reinterpret_cast<const char*>(&m.h.key), sizeof(m.h.key));
-  }
+  *key_id = KeyId::MapKeyOf(m.h, m.str);
   auto it = keys_.find(*key_id);
   if (it != keys_.end()) return &it->second;
   if (!create) return nullptr;
+  const KeyId id = KeyId::FromWire(m.h, m.str);
+  const bool is_str = id.is_str;
   KeyState& k = keys_[*key_id];
   k.is_str = is_str;
   k.int_key = m.h.key;
   k.name = is_str ? m.str : std::string();
-  k.display = is_str ? "\"" + m.str + "\"" : std::to_string(m.h.key);
+  k.display = id.Display();
   k.updater_id = is_str ? next_str_id_++ : static_cast<int>(m.h.key);
   return &k;
 }
