@@ -1,13 +1,24 @@
 // cases.h - main() of an in-process test program: runs the case named by argv[1] (every
 // case when none is named) and ends with check.h's summary. ctest runs one case per test, so
-// each case has the whole ctest timeout and a failure names its case.
+// each case has the whole ctest timeout and a failure names its case. Also the checks that
+// every case makes: a message contains a text, a job ended cleanly.
 #pragma once
 
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <string>
 
 #include "../common/check.h"
+
+// `text` (a std::string) contains `part` (a C string).
+#define CHECK_HAS(text, part)                                                              \
+  CHECK_MSG((text).find(part) != std::string::npos, "\"%s\" does not contain \"%s\"", \
+            (text).c_str(), (part))
+
+// Every node of the job (a JobResult) ended without an error.
+#define CHECK_JOB_OK(result) \
+  CHECK_MSG((result).ok(), "the job did not end cleanly:\n%s", (result).Describe().c_str())
 
 namespace kvstore {
 namespace inprocess {
@@ -28,8 +39,7 @@ int RunCases(int argc, char** argv, const Case (&cases)[N]) {
     try {
       c.run();
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "case %s threw: %s\n", c.name, e.what());
-      CHECK(!"the case threw");
+      CHECK_MSG(0, "case %s threw: %s", c.name, e.what());
     }
   }
   if (!found) {

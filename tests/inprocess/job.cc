@@ -45,6 +45,18 @@ std::vector<int> FreePorts(int n) {
   return ports;
 }
 
+// Keeps one ZeroMQ context for the life of the process. Debian's libzmq initialises OpenPGM
+// (pgm_init) when the process's first context is created and shuts it down (pgm_shutdown)
+// when the last one is destroyed, under a reference count whose atomics ThreadSanitizer
+// cannot see (libpgm is not instrumented): when the nodes' contexts come and go on several
+// threads, TSan reports libpgm's global mutex as initialised on one thread and destroyed on
+// another (and two jobs in a row could really overlap a shutdown with an init). With this
+// context alive, libpgm is initialised once, on the thread that starts the first job.
+void HoldZmqForProcess() {
+  static zmq::context_t* const held = new zmq::context_t(1);  // no sockets: no threads
+  (void)held;
+}
+
 }  // namespace
 
 bool JobResult::ok() const {
@@ -75,6 +87,7 @@ std::string JobResult::Describe() const {
 
 Job::Job(Options opts) : opts_(std::move(opts)) {
   deadline_ = dist::NowSec() + opts_.deadline_sec;
+  HoldZmqForProcess();
   // Environment first, while no node thread can read it.
   unsetenv("KVSTORE_JOB_SECRET_FILE");
   if (opts_.job_secret.empty()) {

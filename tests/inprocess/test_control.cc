@@ -45,8 +45,7 @@ void BarrierOrdersWorkers() {
     for (size_t p = 0; p < per_worker.size(); ++p) CHECK(per_worker[p] >= 3 * static_cast<int>(p + 1));
   }
   const JobResult& res = job.Finish();
-  CHECK(res.ok());
-  if (!res.ok()) std::fprintf(stderr, "%s", res.Describe().c_str());
+  CHECK_JOB_OK(res);
 }
 
 void StringKeysSharded() {
@@ -94,8 +93,7 @@ void StringKeysSharded() {
     CHECK(beta_calls == (s == beta_server ? 1u : 0u));
   }
   const JobResult& res = job.Finish();
-  CHECK(res.ok());
-  if (!res.ok()) std::fprintf(stderr, "%s", res.Describe().c_str());
+  CHECK_JOB_OK(res);
 }
 
 // What one server's controller received.
@@ -136,11 +134,10 @@ void CommandsReachServers() {
     CHECK(std::count(c.got.begin(), c.got.end(), "9:fail") == 1);
   }
   CHECK(code == KV_ERR_CALLBACK);
-  CHECK(msg.find("the controller of server") != std::string::npos &&
-        msg.find("failed command 9") != std::string::npos);
+  CHECK_HAS(msg, "the controller of server");
+  CHECK_HAS(msg, "failed command 9");
   const JobResult& res = job.Finish();
-  CHECK(res.ok());
-  if (!res.ok()) std::fprintf(stderr, "%s", res.Describe().c_str());
+  CHECK_JOB_OK(res);
 }
 
 void SecretJobRound() {
@@ -161,8 +158,7 @@ void SecretJobRound() {
   });
   for (const auto& g : got) CHECK(g == std::vector<float>(4, 3));
   const JobResult& res = job.Finish();
-  CHECK(res.ok());
-  if (!res.ok()) std::fprintf(stderr, "%s", res.Describe().c_str());
+  CHECK_JOB_OK(res);
   CHECK(std::getenv("KVSTORE_JOB_SECRET") == nullptr);  // the harness unset it
 }
 

@@ -74,9 +74,8 @@ void PullSeesOwnPushes(const std::string& type, int workers) {
   for (const auto& per_worker : pulls) {
     for (const PullRecord& r : per_worker) {
       const std::vector<float> got = Values(*r.out);
-      const bool ok = got == std::vector<float>(static_cast<size_t>(KeySize(r.key)), after(r.step));
-      CHECK(ok);
-      if (!ok) std::fprintf(stderr, "  key %d after step %d: got %g, want %g\n", r.key, r.step, got[0], after(r.step));
+      CHECK_MSG(got == std::vector<float>(static_cast<size_t>(KeySize(r.key)), after(r.step)),
+                "pull of key %d after step %d: got %g, want %g", r.key, r.step, got[0], after(r.step));
     }
   }
   // Each part of each key saw one update per step (sync: the round's sum), in step order.
@@ -96,8 +95,7 @@ void PullSeesOwnPushes(const std::string& type, int workers) {
     }
   }
   const JobResult& res = job.Finish();
-  CHECK(res.ok());
-  if (!res.ok()) std::fprintf(stderr, "%s", res.Describe().c_str());
+  CHECK_JOB_OK(res);
 }
 
 void SyncPullSeesOwnPushes() { PullSeesOwnPushes("dist_sync", 2); }

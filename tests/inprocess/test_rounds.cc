@@ -62,8 +62,7 @@ void SyncShardedSum() {
     CHECK(small[static_cast<size_t>(r)] == std::vector<float>(kSmall, 0.75f));
   }
   const JobResult& res = job.Finish();
-  CHECK(res.ok());
-  if (!res.ok()) std::fprintf(stderr, "%s", res.Describe().c_str());
+  CHECK_JOB_OK(res);
 }
 
 void SyncUpdaterOncePerRound() {
@@ -113,8 +112,7 @@ void SyncUpdaterOncePerRound() {
     CHECK(k1[static_cast<size_t>(r)] == std::vector<float>(3, 6.0f * kRounds));
   }
   const JobResult& res = job.Finish();
-  CHECK(res.ok());
-  if (!res.ok()) std::fprintf(stderr, "%s", res.Describe().c_str());
+  CHECK_JOB_OK(res);
 }
 
 void AsyncEachPushApplied() {
@@ -160,8 +158,7 @@ void AsyncEachPushApplied() {
   }
   for (int r = 0; r < 2; ++r) CHECK(final_values[static_cast<size_t>(r)] == std::vector<float>(4, total));
   const JobResult& res = job.Finish();
-  CHECK(res.ok());
-  if (!res.ok()) std::fprintf(stderr, "%s", res.Describe().c_str());
+  CHECK_JOB_OK(res);
 }
 
 const Case kCases[] = {
