@@ -98,16 +98,20 @@ Job::Job(Options opts) : opts_(std::move(opts)) {
   }
   const std::vector<int> ports = FreePorts(1 + opts_.num_servers);
   root_port_ = ports[0];
-
   scheduler_.name = "scheduler";
   const dist::Config sched_cfg = NodeConfig(dist::Role::kScheduler, -1, 0);
   Launch(&scheduler_, [sched_cfg] { dist::RunScheduler(sched_cfg); });
+  StartServers(std::vector<int>(ports.begin() + 1, ports.end()));
+  StartSilentWorkers();
+  JoinWorkers();
+}
 
+Job::~Job() { Finish(); }
+
+void Job::StartServers(const std::vector<int>& ports) {
   for (int s = 0; s < opts_.num_servers; ++s) {
     auto slot = std::make_unique<ServerSlot>();
-    slot->job = this;
-    slot->rank = s;
-    slot->port = ports[static_cast<size_t>(1 + s)];
+    slot->port = ports[static_cast<size_t>(s)];
     if (opts_.server_hooks) opts_.server_hooks(s, &slot->hooks);
     if (opts_.killable_servers) {
       slot->user_controller = slot->hooks.controller;
@@ -123,7 +127,9 @@ Job::Job(Options opts) : opts_(std::move(opts)) {
     slots_.push_back(std::move(slot));
     servers_.push_back(std::move(node));
   }
+}
 
+void Job::StartSilentWorkers() {
   for (int i = 0; i < opts_.silent_workers; ++i) {
     const int rank = opts_.num_workers + i;
     silent_state_.push_back(std::make_unique<std::atomic<int>>(kRun));
@@ -133,9 +139,11 @@ Job::Job(Options opts) : opts_(std::move(opts)) {
     const std::atomic<int>* state = silent_state_.back().get();
     Launch(silent_.back().get(), [cfg, state] { RunSilentWorker(cfg, state); });
   }
+}
 
-  // The worker stores join concurrently: each constructor returns once all W + S nodes have
-  // registered with the scheduler.
+// The worker stores join concurrently: each constructor returns once every node has
+// registered with the scheduler.
+void Job::JoinWorkers() {
   workers_.resize(static_cast<size_t>(opts_.num_workers));
   std::vector<std::unique_ptr<Node>> joins;
   std::vector<Node*> waiting;
@@ -160,8 +168,6 @@ Job::Job(Options opts) : opts_(std::move(opts)) {
     }
   }
 }
-
-Job::~Job() { Finish(); }
 
 dist::Config Job::NodeConfig(dist::Role role, int rank, int port) const {
   dist::Config c;

@@ -63,7 +63,7 @@ namespace kvstore {
 namespace inprocess {
 
 // How one node ended. `code` is 0 (finished cleanly) or the KV_ERR_* code of the error it
-// ended with; `killed` is set for servers stopped by KillServer.
+// ended with; `killed` is set for nodes stopped by KillServer or KillWorker.
 struct NodeResult {
   std::string node;  // "scheduler", "server 1", "worker 0"
   int code = 0;
@@ -153,11 +153,9 @@ class Job {
     std::unique_ptr<Store> store;
     NodeResult result;
   };
-  // Per server: what the harness's controller needs on the server thread.
+  // Per server: its hooks, and what the harness's controller needs on the server thread.
   struct ServerSlot {
-    Job* job = nullptr;
-    int rank = 0;
-    int port = 0;
+    int port = 0;  // its first listening port (Config::port)
     std::atomic<bool> kill{false};
     dist::ServerHooks hooks;
     KVController user_controller = nullptr;
@@ -165,6 +163,10 @@ class Job {
   };
 
   dist::Config NodeConfig(dist::Role role, int rank, int port) const;
+  // The steps of the constructor: server s on ports[s], the silent workers, the stores.
+  void StartServers(const std::vector<int>& ports);
+  void StartSilentWorkers();
+  void JoinWorkers();
   // Starts `body` on a thread recorded as `node`; its exception becomes node->result.
   void Launch(Node* node, std::function<void()> body);
   // Waits until every node in `nodes` is done; past the deadline, reports `step` and the
