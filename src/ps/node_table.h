@@ -1,9 +1,9 @@
 // node_table.h - what the scheduler tells servers and workers about the job: the servers'
 // addresses, in a text form that travels in NODE_TABLE, and node names for messages.
 //
-// Invariants. ParseTable accepts only tables FormatTable can write (every server rank once,
-// 1 to 64 ports each) and throws PROTOCOL on anything else, so a node never acts on a
-// partial table.
+// Invariants. ParseTable returns a table only when every server rank appears exactly once
+// with 1 to 64 valid ports, and throws PROTOCOL otherwise, so a node never acts on a partial
+// table.
 #pragma once
 
 #include <string>

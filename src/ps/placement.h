@@ -2,7 +2,7 @@
 //
 // Invariants. The plan depends only on the key, its size, the number of servers and the
 // big-array bound, never on the host or the run, so every worker of a job computes the same
-// plan; the parts of a key are disjoint and cover [0, total) in server order.
+// plan; the parts of a key are disjoint and cover [0, total).
 #pragma once
 
 #include <cstddef>

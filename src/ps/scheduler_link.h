@@ -8,6 +8,8 @@
 // Config::heartbeat_timeout_sec. What a node does about a silent scheduler is its own
 // business (a server stops, a worker fails its requests).
 //
+// The link's clock starts at Join: heartbeats and silence mean nothing before it.
+//
 // Threads. A SchedulerLink is used by one thread at a time (the server's only thread, the
 // worker's I/O thread after the rendezvous); it has no locks.
 #pragma once
