@@ -6,6 +6,7 @@ import java.nio.Buffer;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.FloatBuffer;
+import java.util.function.Consumer;
 import java.util.function.IntFunction;
 import org.kvstore.swig.ArrayHandle;
 import org.kvstore.swig.KVBinaryOp;
@@ -152,9 +153,14 @@ public final class NDArray implements AutoCloseable {
 
   /** An array filled with {@code value}. */
   public static NDArray full(Shape shape, double value, DType dtype, Context ctx) {
+    return created(shape, dtype, ctx, a -> a.fill(value));
+  }
+
+  /** A new zero-filled array that {@code init} then writes; closed again if init fails. */
+  private static NDArray created(Shape shape, DType dtype, Context ctx, Consumer<NDArray> init) {
     NDArray a = zeros(shape, dtype, ctx);
     try {
-      a.fill(value);
+      init.accept(a);
     } catch (RuntimeException e) {
       a.close();
       throw e;
@@ -187,14 +193,8 @@ public final class NDArray implements AutoCloseable {
       throw new KVInvalidArgumentException(
           "data has " + length + " elements but shape " + shape + " needs " + shape.size());
     }
-    NDArray a = zeros(shape, dtype, ctx);
-    try {
-      call(a, null, null, (h, u, v) -> KVStoreLib.KVArrayCopyFromHost(h, data));
-    } catch (RuntimeException e) {
-      a.close();
-      throw e;
-    }
-    return a;
+    return created(shape, dtype, ctx,
+        a -> call(a, null, null, (h, u, v) -> KVStoreLib.KVArrayCopyFromHost(h, data)));
   }
 
   /** A float32 array holding {@code data} (row-major) with the given shape. */
