@@ -25,14 +25,17 @@ use KVStore::Error;
 use KVStore::Context;
 
 # The dtype table. By name: the pack() letter of the host representation (float16 travels as
-# float32, see _pack), the PDL type of aspdl (PDL has no half type: float16 comes out as
-# float), for integers the range enforced before packing (pack would wrap silently), and the
-# KVDType code, which comes from the library: every code in [0, 16) that KVDTypeName names.
+# float32, converted to and from the stored bit patterns by the binding's one float16
+# conversion, to_stored/from_stored), the PDL type of aspdl (PDL has no half type: float16
+# comes out as float), for integers the range enforced before packing (pack would wrap
+# silently), and the KVDType code, which comes from the library: every code in [0, 16) that
+# KVDTypeName names.
 # A dtype the library does not name is dropped; one this table lacks is not offered.
 my %DTYPE = (
   float32 => {pack => 'f', pdl => 'float'},
   float64 => {pack => 'd', pdl => 'double'},
-  float16 => {pack => 'f', pdl => 'float'},
+  float16 => {pack => 'f', pdl => 'float', to_stored => \&KVStore::Raw::kvperl_float_to_half,
+              from_stored => \&KVStore::Raw::kvperl_half_to_float},
   uint8   => {pack => 'C', pdl => 'byte',     range => [0, 255]},
   int32   => {pack => 'l', pdl => 'long',     range => [-2**31, 2**31 - 1]},
   int64   => {pack => 'q', pdl => 'longlong',
@@ -46,6 +49,19 @@ for my $code (0 .. 15) {
   $DTYPE_NAME{$code} = $name;
 }
 delete @DTYPE{grep { !defined $DTYPE{$_}{code} } keys %DTYPE};
+
+# Packed host values of $dtype <-> the bytes the library stores (they differ for float16 only).
+sub _to_stored {
+  my ($dtype, $bytes) = @_;
+  my $convert = $DTYPE{$dtype}{to_stored};
+  return $convert ? $convert->($bytes) : $bytes;
+}
+
+sub _from_stored {
+  my ($dtype, $bytes) = @_;
+  my $convert = $DTYPE{$dtype}{from_stored};
+  return $convert ? $convert->($bytes) : $bytes;
+}
 # dtype of array() for a PDL input, by PDL type name.
 my %DTYPE_OF_PDL = (float => 'float32', double => 'float64', byte => 'uint8', long => 'int32',
                     longlong => 'int64');
@@ -154,8 +170,7 @@ sub array {
     my $self = $class->_create([reverse $data->dims], $dtype, $ctx);
     my $p = $data->convert(PDL::Type->new($DTYPE{$dtype}{pdl}))->copy;
     my $bytes = ${ $p->get_dataref };
-    $bytes = KVStore::Raw::kvperl_float_to_half($bytes) if $dtype eq 'float16';
-    $self->_from_bytes($bytes);
+    $self->_from_bytes(_to_stored($dtype, $bytes));
     return $self;
   }
   my ($dtype, $ctx) = _options('array', @opt);
@@ -195,9 +210,7 @@ sub _pack {
         if $v < $range->[0] || $v > $range->[1] || $v != $v;
     }
   }
-  my $bytes = pack "$DTYPE{$dtype}{pack}*", @$values;
-  $bytes = KVStore::Raw::kvperl_float_to_half($bytes) if $dtype eq 'float16';
-  return $bytes;
+  return _to_stored($dtype, pack "$DTYPE{$dtype}{pack}*", @$values);
 }
 
 # ---------------------------------------------------------------------------------------
@@ -301,8 +314,7 @@ sub set {
 sub aslist {
   my ($self) = @_;
   my $dtype = $self->dtype;
-  my $bytes = $self->tobytes;
-  $bytes = KVStore::Raw::kvperl_half_to_float($bytes) if $dtype eq 'float16';
+  my $bytes = _from_stored($dtype, $self->tobytes);
   return unpack "$DTYPE{$dtype}{pack}*", $bytes;
 }
 
@@ -336,8 +348,7 @@ sub aspdl {
     or KVStore::Error->throw($KVStore::Raw::KV_ERR_NOT_SUPPORTED,
       'aspdl needs PDL (Debian package pdl)');
   my $dtype = $self->dtype;
-  my $bytes = $self->tobytes;
-  $bytes = KVStore::Raw::kvperl_half_to_float($bytes) if $dtype eq 'float16';
+  my $bytes = _from_stored($dtype, $self->tobytes);
   my $p = PDL->new_from_specification(PDL::Type->new($DTYPE{$dtype}{pdl}),
                                       reverse @{ $self->shape });
   ${ $p->get_dataref } = $bytes;
