@@ -4,6 +4,8 @@
 //   sync_updater_once_per_round  W=3, S=2: the updater runs once per round and key part, with
 //                                the sum of every worker's push, whatever the pipelining
 //   async_each_push_applied      dist_async: every push is its own update, none summed
+//   sync_pushpull_round_value    a pushpull answers with the value its round produced, and
+//                                a worker's later pushpull with the next round's
 #include <algorithm>
 #include <memory>
 #include <string>
@@ -161,10 +163,49 @@ void AsyncEachPushApplied() {
   CHECK_JOB_OK(res);
 }
 
+void SyncPushPullRoundValue() {
+  std::vector<std::shared_ptr<RecordingUpdater>> upd;
+  Job::Options o;
+  o.num_workers = 2;
+  o.num_servers = 2;
+  o.bigarray_bound = 8;  // key 9 (20 elements) is cut in two
+  Job job(WithRecorders(o, &upd));
+  CHECK(job.formed());
+  if (!job.formed()) return;
+  constexpr int kRounds = 3;
+  std::vector<std::vector<std::vector<float>>> got(2);
+  job.OnEachWorker("pushpulls", [&](int rank, Store& s) {
+    InitKey(s, 9, *Filled(20, 1));
+    const int key = 9;
+    std::vector<std::unique_ptr<Array>> outs;
+    for (int j = 0; j < kRounds; ++j) {
+      std::unique_ptr<Array> v = Ramp(20, static_cast<float>(10 * (rank + 1)));
+      const Array* vals[1] = {v.get()};
+      outs.push_back(Filled(20, -1));
+      Array* out[1] = {outs.back().get()};
+      s.PushPull(KeyList::Ints(1, &key), vals, KeyList::Ints(1, &key), out, j % 2 == 0 ? 5 : -5);
+    }
+    for (auto& out : outs) got[static_cast<size_t>(rank)].push_back(Values(*out));
+  });
+  // Round j adds (10 + i) + (20 + i) to element i: 1 + (j + 1)(30 + 2i) after it.
+  for (const auto& per_worker : got) {
+    CHECK(per_worker.size() == kRounds);
+    for (size_t j = 0; j < per_worker.size(); ++j) {
+      std::vector<float> want;
+      for (int i = 0; i < 20; ++i) want.push_back(1.0f + static_cast<float>(j + 1) * (30.0f + 2.0f * static_cast<float>(i)));
+      CHECK_MSG(per_worker[j] == want, "pushpull %zu: element 0 is %g, want %g", j, per_worker[j][0], want[0]);
+    }
+  }
+  for (const auto& u : upd) CHECK(u->calls_of(9).size() == kRounds);
+  const JobResult& res = job.Finish();
+  CHECK_JOB_OK(res);
+}
+
 const Case kCases[] = {
     {"sync_sharded_sum", SyncShardedSum},
     {"sync_updater_once_per_round", SyncUpdaterOncePerRound},
     {"async_each_push_applied", AsyncEachPushApplied},
+    {"sync_pushpull_round_value", SyncPushPullRoundValue},
 };
 
 }  // namespace
