@@ -5,7 +5,8 @@
 #  2. the core, unit and distributed suites again under ASan+UBSan, and the Python binding's
 #     suite against that library;
 #  3. the threaded stress tests under TSan, with the distributed cases whose threads hand
-#     arrays to each other (zero-copy push/pull, a killed server, a sync job).
+#     arrays to each other (zero-copy push/pull, a killed server, a sync job) and the
+#     in-process jobs (scheduler, servers and workers as threads of one process).
 # Usage: scripts/run-tests.sh [build-root]   (default: ./build-ci)
 set -eu
 cd "$(dirname "$0")/.."
@@ -45,8 +46,9 @@ cmake -S . -B "$root/tsan" -DCMAKE_BUILD_TYPE=Debug -DKVSTORE_SANITIZE=thread \
 cmake --build "$root/tsan" -j"$jobs" --target test_capi_threads test_capi_store test_unit_reduce
 tsan_tests='capi_threads|capi_store|unit_reduce'
 if grep -qs dist_zerocopy "$root/tsan/tests/dist/CTestTestfile.cmake"; then
-  cmake --build "$root/tsan" -j"$jobs" --target dist_worker kvstore-server
-  tsan_tests="$tsan_tests|dist_zerocopy|dist_sync_w2_s2\$|dist_killed_server"
+  cmake --build "$root/tsan" -j"$jobs" --target dist_worker kvstore-server test_ps_send_queue \
+    test_rounds test_ordering test_failures test_control test_harness
+  tsan_tests="$tsan_tests|dist_zerocopy|dist_sync_w2_s2\$|dist_killed_server|unit_ps_send_queue|inprocess_"
 fi
 # Debian's libzmq is not instrumented: its internal synchronisation is suppressed.
 TSAN_OPTIONS="halt_on_error=1 suppressions=$PWD/tests/dist/tsan.supp" \
