@@ -32,4 +32,9 @@ std::unique_ptr<Comm> CreateCpuComm();
 // values are on GPUs; the CPU kernels otherwise).
 std::unique_ptr<Comm> CreateDeviceComm();
 
+// The host addresses of the data of `srcs`, in order: CPU arrays are read in place, values
+// on other devices are first copied into host arrays that `staged` keeps alive.
+std::vector<const void*> HostAddresses(const std::vector<const Array*>& srcs,
+                                       std::vector<std::unique_ptr<Array>>* staged);
+
 }  // namespace kvstore

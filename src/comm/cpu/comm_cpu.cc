@@ -14,17 +14,7 @@ class CpuComm final : public Comm {
   void Reduce(const std::vector<const Array*>& srcs, Array* dst) override {
     // Values on other devices are staged into host arrays first (GPU builds only).
     std::vector<std::unique_ptr<Array>> staged;
-    std::vector<const void*> ptrs;
-    ptrs.reserve(srcs.size());
-    for (const Array* src : srcs) {
-      if (src->ctx().is_cpu()) {
-        ptrs.push_back(src->data());
-      } else {
-        staged.push_back(Array::Create(src->shape(), src->dtype(), Context{KV_CPU, 0}));
-        CopyArray(staged.back().get(), *src);
-        ptrs.push_back(staged.back()->data());
-      }
-    }
+    const std::vector<const void*> ptrs = HostAddresses(srcs, &staged);
     if (dst->ctx().is_cpu()) {
       if (ptrs.size() == 1) {
         CpuParallelCopy(dst->data(), ptrs[0], dst->nbytes());
@@ -48,6 +38,22 @@ class CpuComm final : public Comm {
 };
 
 }  // namespace
+
+std::vector<const void*> HostAddresses(const std::vector<const Array*>& srcs,
+                                       std::vector<std::unique_ptr<Array>>* staged) {
+  std::vector<const void*> ptrs;
+  ptrs.reserve(srcs.size());
+  for (const Array* src : srcs) {
+    if (src->ctx().is_cpu()) {
+      ptrs.push_back(src->data());
+      continue;
+    }
+    staged->push_back(Array::Create(src->shape(), src->dtype(), Context{KV_CPU, 0}));
+    CopyArray(staged->back().get(), *src);
+    ptrs.push_back(staged->back()->data());
+  }
+  return ptrs;
+}
 
 std::unique_ptr<Comm> CreateCpuComm() { return std::make_unique<CpuComm>(); }
 

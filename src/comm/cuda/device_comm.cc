@@ -96,17 +96,7 @@ class CudaDeviceComm final : public Comm {
       return;
     }
     std::vector<std::unique_ptr<Array>> staged;
-    std::vector<const void*> ptrs;
-    ptrs.reserve(srcs.size());
-    for (const Array* src : srcs) {
-      if (src->ctx().is_cpu()) {
-        ptrs.push_back(src->data());
-        continue;
-      }
-      staged.push_back(Array::Create(src->shape(), src->dtype(), Context{KV_CPU, 0}));
-      CopyArray(staged.back().get(), *src);
-      ptrs.push_back(staged.back()->data());
-    }
+    const std::vector<const void*> ptrs = HostAddresses(srcs, &staged);
     CpuReduceSum(ptrs.data(), static_cast<int>(ptrs.size()), dst->data(), dst->size(),
                  dst->dtype());
   }
