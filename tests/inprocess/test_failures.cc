@@ -12,7 +12,8 @@
 //   killed_worker                a worker that dies while a sync round waits for it
 //                                (Job::KillWorker of a silent worker): the parked pushes fail
 //                                with PEER_DEAD naming it and the round's missing ranks, as do
-//                                later pushes and barriers; every node's exit reports it
+//                                later pushes and barriers; every node's exit reports it;
+//                                its host, which contains "%s", is quoted verbatim
 #include <memory>
 #include <string>
 #include <vector>
@@ -207,6 +208,12 @@ void KilledWorker() {
   o.num_servers = 1;
   o.heartbeat_interval_sec = 0.2;
   o.heartbeat_timeout_sec = 3;
+  // Worker 2 advertises a host with conversion specifications: the scheduler quotes it in
+  // the death notice, and the server once used that notice as a format string (it crashed
+  // with SIGSEGV here). The text must reach the parked pushes verbatim.
+  o.tweak_config = [](dist::Config* c) {
+    if (c->role == dist::Role::kWorker && c->requested_rank == 2) c->host = "127.0.0.1%s%s%s%s%n%s";
+  };
   Job job(o);
   CHECK(job.formed());
   if (!job.formed()) return;
@@ -237,6 +244,7 @@ void KilledWorker() {
     CHECK_HAS(me.wait_msg, "push of key 0 (server 0): worker 2 died");
     CHECK_HAS(me.wait_msg, "the sync round of key 0 cannot complete");
     CHECK_HAS(me.wait_msg, "missing: worker 2; pushed: worker 0, worker 1");
+    CHECK_HAS(me.wait_msg, "127.0.0.1%s%s%s%s%n%s");
     CHECK(me.later_code == KV_ERR_PEER_DEAD);
     CHECK_HAS(me.later_msg, "key 0: the sync round cannot complete because worker 2 died");
     CHECK(me.first_barrier == 0 || me.first_barrier == KV_ERR_PEER_DEAD);
