@@ -38,7 +38,7 @@
 #include <string>
 #include <vector>
 
-#include "ps/common.h"  // the documented wire header layout
+#include "ps/wire.h"  // the documented wire header layout
 #include "ps/security.h"  // the job's key derivation (the ZAP case needs the listening key)
 #include "../common/check.h"
 #include "kvstore/kvstore.h"

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "ps/common.h"  // the documented wire header layout
+#include "ps/wire.h"  // the documented wire header layout
 #include "../common/check.h"
 #include "kvstore/kvstore.h"
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "ps/common.h"
+#include "ps/config.h"
 #include "../common/check.h"
 
 using kvstore::dist::Config;

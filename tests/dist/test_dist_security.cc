@@ -8,8 +8,11 @@
 #include <cstring>
 #include <string>
 
-#include "ps/common.h"
+#include "ps/config.h"
+#include "ps/log.h"
+#include "ps/placement.h"
 #include "ps/security.h"
+#include "ps/wire.h"
 #include "../common/check.h"
 
 using namespace kvstore;

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "ps/common.h"
+#include "ps/node_table.h"
 #include "../common/check.h"
 
 using kvstore::dist::FormatPorts;

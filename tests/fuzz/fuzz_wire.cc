@@ -32,7 +32,7 @@
 
 #include "../common/check.h"
 #include "core/dtype.h"
-#include "ps/common.h"
+#include "ps/wire.h"
 #include "rng.h"
 #include "wire_target.h"
 

@@ -1,5 +1,5 @@
 // wire_target.cc - see wire_target.h. The properties checked, from the decoders' contracts
-// (src/dist/common.h, src/optimizer/spec.h):
+// (src/ps/wire.h, src/ps/node_table.h, src/optimizer/spec.h):
 //  - RecvMessage consumes exactly one whole multipart message, whatever its frames (nothing
 //    of it is left to be read as the next message);
 //  - a message it accepts satisfies every rule of the header: magic, version, a known type
@@ -33,7 +33,8 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
-#include "ps/common.h"
+#include "ps/node_table.h"
+#include "ps/wire.h"
 #include "optimizer/spec.h"
 
 namespace kvstore {
