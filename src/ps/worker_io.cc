@@ -197,12 +197,7 @@ void WorkerIo::SendQueued() {
 void WorkerIo::SendOne(OutMsg& m, const SendQueue<OutMsg>::Ticket& ticket) {
   const uint64_t id = next_req_++;
   m.h.req_id = id;
-  Outstanding o;
-  o.op = m.op;
-  o.waiter = m.waiter;
-  o.dest = m.dest;
-  o.part = m.part;
-  o.type = static_cast<MsgType>(m.h.type);
+  Outstanding o(m);
   o.ticket = ticket;
   o.deadline = DeadlineAfter(RequestTimeout());
   bool sched_dead, server_dead = false;
@@ -343,12 +338,7 @@ void WorkerIo::FailServer(int server, int code, const std::string& why) {
 void WorkerIo::FailAll(int code, const std::string& why) {
   // Queued but unsent requests first, then the outstanding ones.
   for (OutMsg& m : queue_.TakeAll()) {
-    Outstanding o;
-    o.op = m.op;
-    o.waiter = m.waiter;
-    o.dest = m.dest;
-    o.part = m.part;
-    o.type = static_cast<MsgType>(m.h.type);
+    Outstanding o(m);
     Complete(o, code, why, nullptr);
   }
   std::unordered_map<uint64_t, Outstanding> all;

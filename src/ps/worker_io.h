@@ -117,12 +117,15 @@ class WorkerIo {
 
   // I/O thread only.
   struct Outstanding {
+    Outstanding() = default;
+    explicit Outstanding(const OutMsg& m)
+        : op(m.op), waiter(m.waiter), dest(m.dest), part(m.part), type(static_cast<MsgType>(m.h.type)) {}
     std::shared_ptr<Op> op;
     std::shared_ptr<Waiter> waiter;
     int dest = -1;
     PartPlan part{};
     double deadline = 0;
-    MsgType type;
+    MsgType type = MsgType::kPush;
     SendQueue<OutMsg>::Ticket ticket;  // given back when the request completes
   };
   uint64_t next_req_ = 1;
