@@ -27,6 +27,7 @@
 #include <exception>
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "comm/comm.h"
 #include "core/cpu/kernels.h"
@@ -204,11 +205,12 @@ std::vector<WorkerKey*> WorkerStore::AddKeys(const KeyList& keys, const Array* c
   CheckKind(keys);
   std::vector<KeyId> ids;
   std::vector<std::string> map_keys;
+  std::unordered_set<std::string> seen;  // linear in the keys of the call
   for (int i = 0; i < keys.size; ++i) {
     KeyId id = KeyId::Of(keys, i);
     std::string mk = id.MapKey();
-    KV_CHECK(std::find(map_keys.begin(), map_keys.end(), mk) == map_keys.end(),
-             KV_ERR_INVALID_ARGUMENT, "key %s appears twice in one init", keys.Name(i).c_str());
+    KV_CHECK(seen.insert(mk).second, KV_ERR_INVALID_ARGUMENT, "key %s appears twice in one init",
+             keys.Name(i).c_str());
     KV_CHECK(keys_.count(mk) == 0, KV_ERR_DUPLICATE_KEY, "key %s is already initialised",
              keys.Name(i).c_str());
     // The wire names a string key by its text, so the text cannot be empty.
