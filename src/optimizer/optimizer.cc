@@ -33,6 +33,18 @@ namespace kvstore {
 namespace optimizer {
 namespace {
 
+// Whether the optimizer can update integer values: only test's exact addition can.
+bool UpdatesIntegers(const OptimizerDef& def, const Hyper& hyper) {
+  return def.kind == Kind::kTest && hyper.rescale_grad == 1;
+}
+
+void CheckDTypeOf(const char* name, bool updates_integers, int dtype, const std::string& key) {
+  if (!IsIntegerDType(dtype)) return;
+  KV_CHECK(updates_integers, KV_ERR_NOT_SUPPORTED,
+           "optimizer %s cannot update key %s of integer dtype %s (only test with "
+           "rescale_grad=1 can)", name, key.c_str(), DTypeName(dtype));
+}
+
 class OptimizerUpdater final : public Updater {
  public:
   OptimizerUpdater(const OptimizerDef& def, const Hyper& hyper)
@@ -51,10 +63,7 @@ class OptimizerUpdater final : public Updater {
   }
 
   void CheckDType(int dtype, const std::string& key) const override {
-    if (!IsIntegerDType(dtype)) return;
-    KV_CHECK(def_.kind == Kind::kTest && hyper_.rescale_grad == 1, KV_ERR_NOT_SUPPORTED,
-             "optimizer %s cannot update key %s of integer dtype %s (only test with "
-             "rescale_grad=1 can)", def_.name, key.c_str(), DTypeName(dtype));
+    CheckDTypeOf(def_.name, UpdatesIntegers(def_, hyper_), dtype, key);
   }
 
  private:
@@ -172,7 +181,15 @@ std::shared_ptr<Updater> CreateOptimizer(const std::string& spec) {
   return std::make_shared<optimizer::OptimizerUpdater>(*resolved.def, resolved.hyper);
 }
 
-// The same resolution as CreateOptimizer, so the same errors; the result is dropped.
-void ValidateOptimizerSpec(const std::string& spec) { (void)optimizer::ResolveSpec(spec); }
+// The same resolution as CreateOptimizer, so the same errors; only what CheckDType needs is kept.
+OptimizerSpec::OptimizerSpec(const std::string& spec) {
+  const optimizer::ResolvedSpec resolved = optimizer::ResolveSpec(spec);
+  name_ = resolved.def->name;
+  updates_integers_ = optimizer::UpdatesIntegers(*resolved.def, resolved.hyper);
+}
+
+void OptimizerSpec::CheckDType(int dtype, const std::string& key) const {
+  optimizer::CheckDTypeOf(name_, updates_integers_, dtype, key);
+}
 
 }  // namespace kvstore

@@ -13,10 +13,20 @@ namespace kvstore {
 // INVALID_ARGUMENT naming the unknown optimizer or parameter (and listing the valid ones).
 std::shared_ptr<Updater> CreateOptimizer(const std::string& spec);
 
-// Checks `spec` as CreateOptimizer does, without creating an optimizer or any state: throws
-// exactly the error (code and message) CreateOptimizer would throw for it, or nothing when
-// CreateOptimizer would succeed. A distributed worker checks a spec with it before
-// shipping it to the servers.
-void ValidateOptimizerSpec(const std::string& spec);
+// A spec checked as CreateOptimizer checks it, with no optimizer and no state behind it: what
+// a distributed worker keeps to vet a spec before shipping it to the servers, and the dtypes
+// of pushes before they leave.
+class OptimizerSpec {
+ public:
+  // Throws exactly the error (code and message) CreateOptimizer throws for `spec`.
+  explicit OptimizerSpec(const std::string& spec);
+  // Throws NOT_SUPPORTED naming `key` when the optimizer can never update a value of
+  // `dtype`: the rule of CreateOptimizer(spec)->CheckDType.
+  void CheckDType(int dtype, const std::string& key) const;
+
+ private:
+  const char* name_;       // static storage (the optimizer table)
+  bool updates_integers_;  // only test with rescale_grad=1 adds integers exactly
+};
 
 }  // namespace kvstore

@@ -26,6 +26,7 @@
 #include <cstring>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -123,7 +124,7 @@ class WorkerStore : public Store, public Distributed {
   KeyKind kind_ = KeyKind::kNone;
   std::unordered_map<std::string, WorkerKey> keys_;  // by KeyId::MapKey
   uint64_t next_order_id_ = 1;
-  std::shared_ptr<Updater> optimizer_;  // the servers' optimizer, to vet pushed dtypes
+  std::optional<OptimizerSpec> optimizer_;  // the servers' optimizer, to vet pushed dtypes
 };
 
 WorkerStore::WorkerStore(const std::string& type, const Config& cfg)
@@ -524,16 +525,14 @@ void WorkerStore::SendCommandToServers(int head, const std::string& body) {
 }
 
 void WorkerStore::SetOptimizer(const std::string& spec) {
-  // A bad spec fails with INVALID_ARGUMENT on every worker before any server sees it.
-  ValidateOptimizerSpec(spec);
+  // A bad spec fails with INVALID_ARGUMENT on every worker before any server sees it; the
+  // checked spec then vets the dtypes of pushes (CheckPushable).
+  OptimizerSpec checked(spec);
   auto w = std::make_shared<Waiter>(io_->num_servers());
   ToAllServers(MsgType::kSetOptimizer, 0, spec, w);
   w->Wait(ControlDeadline(), "set_optimizer: not every server answered");
-  // A local instance of the servers' optimizer vets the dtypes of pushes (CheckPushable);
-  // it never updates a value, so it holds no per-key state.
-  std::shared_ptr<Updater> local = CreateOptimizer(spec);
   std::lock_guard<std::mutex> lock(registry_mu_);
-  optimizer_ = std::move(local);
+  optimizer_ = checked;
 }
 
 }  // namespace

@@ -1,14 +1,16 @@
-// test_validate_spec.cc - ValidateOptimizerSpec (optimizer/optimizer.h) against
+// test_validate_spec.cc - OptimizerSpec (optimizer/optimizer.h) against
 // CreateOptimizer: for every spec, good or bad, the two must agree: both succeed, or both
-// throw kvstore::Error with the same code and the same message. A distributed worker
+// throw kvstore::Error with the same code and the same message, and a good spec's
+// CheckDType refuses exactly the dtypes the optimizer refuses. A distributed worker
 // validates a spec with it before shipping it to the servers, which create the optimizer.
 //
 // Usage: test_validate_spec   (white-box: links kvstore_internal)
+#include <memory>
 #include <string>
 
 #include "../common/check.h"
 #include "core/error.h"
-#include "kvstore/kvstore_errors.h"
+#include "kvstore/kvstore.h"
 #include "optimizer/optimizer.h"
 
 namespace {
@@ -36,17 +38,30 @@ Outcome Run(Fn fn) {
 // Validates `spec` and creates an optimizer from it; checks that the two agree and that
 // the outcome is `code` (0: success) with a message containing `needle`.
 void CheckSpec(const std::string& spec, int code, const char* needle) {
-  const Outcome validated = Run([&] { kvstore::ValidateOptimizerSpec(spec); });
+  const Outcome validated = Run([&] { (void)kvstore::OptimizerSpec{spec}; });
   const Outcome created = Run([&] { (void)kvstore::CreateOptimizer(spec); });
   CHECK_MSG(validated.threw == created.threw && validated.code == created.code &&
                 validated.message == created.message,
-            "spec \"%s\": ValidateOptimizerSpec gave %d \"%s\", CreateOptimizer %d \"%s\"",
+            "spec \"%s\": OptimizerSpec gave %d \"%s\", CreateOptimizer %d \"%s\"",
             spec.c_str(), validated.code, validated.message.c_str(), created.code,
             created.message.c_str());
   CHECK_MSG(validated.threw == (code != 0) && validated.code == code &&
                 validated.message.find(needle) != std::string::npos,
             "spec \"%s\": got %d \"%s\", want %d containing \"%s\"", spec.c_str(),
             validated.code, validated.message.c_str(), code, needle);
+  if (validated.threw || created.threw) return;
+  // The dtypes the checked spec lets through are those the optimizer would update.
+  const kvstore::OptimizerSpec checked(spec);
+  const std::shared_ptr<kvstore::Updater> optimizer = kvstore::CreateOptimizer(spec);
+  for (int dtype : {KV_FLOAT32, KV_FLOAT64, KV_FLOAT16, KV_UINT8, KV_INT32, KV_INT64}) {
+    const Outcome by_spec = Run([&] { checked.CheckDType(dtype, "7"); });
+    const Outcome by_optimizer = Run([&] { optimizer->CheckDType(dtype, "7"); });
+    CHECK_MSG(by_spec.threw == by_optimizer.threw && by_spec.code == by_optimizer.code &&
+                  by_spec.message == by_optimizer.message,
+              "spec \"%s\", dtype %d: OptimizerSpec::CheckDType gave %d \"%s\", the optimizer %d \"%s\"",
+              spec.c_str(), dtype, by_spec.code, by_spec.message.c_str(), by_optimizer.code,
+              by_optimizer.message.c_str());
+  }
 }
 
 }  // namespace
@@ -59,6 +74,7 @@ int main() {
   CheckSpec("rmsprop(centered=1,rho=0.8,clip_weights=2)", 0, "");
   CheckSpec("adagrad(clip_gradient=0)", 0, "");
   CheckSpec("test(rescale_grad=-2)", 0, "");
+  CheckSpec("test", 0, "");  // the one that updates integers
   // Unknown optimizer.
   CheckSpec("foo(lr=1)", KV_ERR_INVALID_ARGUMENT, "unknown optimizer \"foo\"");
   CheckSpec("foo", KV_ERR_INVALID_ARGUMENT, "sgd, nag, adam, adagrad, rmsprop, test");
