@@ -558,10 +558,12 @@ void CheckMatchesReference(const RefSpec& r) {
   for (size_t i = 0; i < n; ++i) {
     if (std::memcmp(&got[i], &ref[i], sizeof(T)) != 0 && differ++ == 0) first = i;
   }
+  // (The message is formatted whether or not the check fails: `first` is n when none differ.)
+  const size_t shown = differ == 0 ? 0 : first;
   CHECK_MSG(differ == 0,
             "%s %s: %zu of %zu elements differ from the reference; first at %zu: got %.17g "
             "want %.17g", sizeof(T) == 4 ? "float32" : "float64", spec.c_str(), differ, n, first,
-            static_cast<double>(got[first]), static_cast<double>(ref[first]));
+            static_cast<double>(got[shown]), static_cast<double>(ref[shown]));
   CHECK(got != w);  // the steps did move the weights
 }
 
