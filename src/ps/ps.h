@@ -8,7 +8,6 @@
 
 #include "store/store.h"
 #include "optimizer/updater.h"
-#include "ps/common.h"  // transitional: for worker.cc, which includes only this header
 #include "ps/config.h"
 #include "ps/scheduler_link.h"
 

@@ -128,7 +128,6 @@ struct SharedBuf {
   zmq::message_t msg;
   std::shared_ptr<void> borrowed;
   size_t borrowed_bytes = 0;
-  Array* lender = nullptr;  // borrowed: the array whose pending read the worker op ends
   std::atomic<int> in_flight{0};  // messages (and worker ops) that still reference the bytes
   bool Idle() const { return in_flight.load(std::memory_order_acquire) == 0; }
   void* data() { return array ? array->data() : borrowed ? borrowed.get() : msg.data(); }

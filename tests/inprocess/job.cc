@@ -13,6 +13,8 @@
 
 #include "core/error.h"
 #include "kvstore/kvstore.h"
+#include "ps/clock.h"
+#include "ps/transport.h"
 
 namespace kvstore {
 namespace inprocess {

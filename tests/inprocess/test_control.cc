@@ -17,6 +17,7 @@
 
 #include "cases.h"
 #include "job.h"
+#include "ps/placement.h"
 #include "updaters.h"
 
 namespace kvstore {
