@@ -2,7 +2,10 @@
 // only a distributed store answers, and the factory that knows every store type.
 //
 // src/c_api validates handles and pointers, then calls these methods; every method throws
-// kvstore::Error on failure and must leave stored values unchanged when it does.
+// kvstore::Error on failure and must leave stored values unchanged when it does. Before a
+// call, the caller has waited for the pending writes (and, for outputs, pending reads) of
+// every array it passes (c_api's CheckList), so a store never waits for them itself; code
+// that drives a Store directly (tests/inprocess) must do the same.
 #pragma once
 
 #include <memory>
