@@ -59,9 +59,6 @@
  *                   then KVStoreFree's result is printed as FREE. Every role writes its pid to
  *                   $KVSTORE_FAULT_DIR/<role>[-<id>].pid; rank 0 creates "training" there
  *                   once the keys are initialised.
- *   priority        with the pull window full (two 32 MiB pulls), a later high-priority
- *                   pull leaves before the earlier low-priority ones (observed in the
- *                   worker's PS_VERBOSE=2 send log, captured from its own stderr).
  *
  * Prints "PASS <scenario> rank R" and exits 0 on success; exits 1 with a message otherwise.
  */
@@ -858,59 +855,6 @@ static int Faults(KVStoreHandle kv) {
   return 0;
 }
 
-/* Position of the first line of `log` containing `needle`, or -1. */
-static long FindLine(const char* log, const char* needle) {
-  const char* at = strstr(log, needle);
-  return at == NULL ? -1 : (long)(at - log);
-}
-
-static int Priority(KVStoreHandle kv) {
-  /* Two 32 MiB pulls fill the 8 MiB pull window for as long as their replies take to arrive
-   * (tens of ms), far longer than queueing the small pulls behind them takes. */
-  enum { K = 8 };
-  int keys[K + 1];
-  KVArrayHandle v[K + 1];
-  for (int i = 0; i <= K; ++i) {
-    keys[i] = 30 + i;
-    v[i] = NewArray(i < 2 ? (int64_t)1 << 23 : 1024, KV_FLOAT32);
-  }
-  REQUIRE_OK(KVStoreInit(kv, K + 1, keys, v));
-  /* Capture this process's log lines (the worker logs each send at PS_VERBOSE=2). */
-  char path[] = "/tmp/kvstore-priority-XXXXXX";
-  const int fd = mkstemp(path);
-  REQUIRE(fd >= 0, "mkstemp failed");
-  fflush(stderr);
-  const int saved = dup(2);
-  REQUIRE(saved >= 0 && dup2(fd, 2) >= 0, "cannot redirect stderr");
-  for (int i = 0; i < K; ++i) REQUIRE_OK(KVStorePull(kv, 1, &keys[i], &v[i], 0));
-  REQUIRE_OK(KVStorePull(kv, 1, &keys[K], &v[K], 10));
-  for (int i = 0; i <= K; ++i) REQUIRE_OK(KVArrayWaitToRead(v[i]));
-  fflush(stderr);
-  dup2(saved, 2);
-  close(saved);
-  char* log = calloc(1, 1 << 20);
-  const ssize_t got = pread(fd, log, (1 << 20) - 1, 0);
-  close(fd);
-  unlink(path);
-  REQUIRE(got > 0, "no send log was captured (PS_VERBOSE=2 not set?)");
-  fputs(log, stderr);
-  char needle[64];
-  snprintf(needle, sizeof needle, "send PULL of key %d ", keys[K]);
-  const long high = FindLine(log, needle);
-  REQUIRE(high >= 0, "the high-priority pull was not logged");
-  /* The first two pulls left at once; every later low-priority one must leave after it. */
-  for (int i = 2; i < K; ++i) {
-    snprintf(needle, sizeof needle, "send PULL of key %d ", keys[i]);
-    const long low = FindLine(log, needle);
-    REQUIRE(low >= 0, "pull of key %d was not logged", keys[i]);
-    REQUIRE(high < low, "the priority-10 pull of key %d left after the priority-0 pull of key %d",
-          keys[K], keys[i]);
-  }
-  free(log);
-  for (int i = 0; i <= K; ++i) KVArrayFree(v[i]);
-  return 0;
-}
-
 /* ------------------------------------------------------------------------------------ */
 
 static int Controller(int head, const char* body, void* user_data) {
@@ -926,7 +870,7 @@ static int Controller(int head, const char* body, void* user_data) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: %s sync|async|assign|momentum|async_assign|crossed|determinism|api|killed|killed_server|killed_scheduler|faults|zerocopy|priority ...\n", argv[0]);
+    fprintf(stderr, "usage: %s sync|async|assign|momentum|async_assign|crossed|determinism|api|killed|killed_server|killed_scheduler|faults|zerocopy ...\n", argv[0]);
     return 2;
   }
   const char* scenario = argv[1];
@@ -978,8 +922,6 @@ int main(int argc, char** argv) {
     return rc; /* KilledScheduler freed the store */
   } else if (strcmp(scenario, "zerocopy") == 0) {
     rc = ZeroCopy(kv, argc > 2 ? atoi(argv[2]) : 3);
-  } else if (strcmp(scenario, "priority") == 0) {
-    rc = Priority(kv);
   } else {
     REQUIRE(0, "unknown scenario %s", scenario);
   }

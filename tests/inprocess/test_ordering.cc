@@ -10,6 +10,8 @@
 //
 //   sync_pull_sees_own_pushes   dist_sync, W=2, S=2, sharded and whole keys
 //   async_pull_sees_own_pushes  dist_async, W=1, S=2
+//   high_priority_overtakes     behind a full pull window, a key queued last at a higher
+//                               priority leaves first (the server sees its push first)
 #include <memory>
 #include <string>
 #include <vector>
@@ -98,12 +100,52 @@ void PullSeesOwnPushes(const std::string& type, int workers) {
   CHECK_JOB_OK(res);
 }
 
+// With the pull window full (two 32 MiB pulls in flight, far longer than queueing the rest
+// takes), a key whose requests were queued last at priority 10 leaves before the keys
+// queued earlier at priority 0. Each key queues a pull, which the window holds back, then a
+// push, which waits behind its key's pull; the server's updater (dist_async: one call per
+// push, in arrival order) sees the pushes in the order their keys left.
+void HighPriorityOvertakes() {
+  auto upd = std::make_shared<RecordingUpdater>();
+  Job::Options o;
+  o.type = "dist_async";
+  o.server_hooks = [&upd](int, dist::ServerHooks* h) { h->updater = upd; };
+  Job job(o);
+  CHECK(job.formed());
+  if (!job.formed()) return;
+  constexpr int kBig = 2, kLow = 6, kHigh = kBig + kLow;  // keys 0-1 big, 2-7 low, 8 high
+  job.OnEachWorker("a high-priority key queued behind a full pull window", [&](int, Store& s) {
+    std::vector<std::unique_ptr<Array>> vals, outs;
+    for (int k = 0; k <= kHigh; ++k) {
+      vals.push_back(Filled(k < kBig ? int64_t{1} << 23 : 1024, static_cast<float>(k)));
+      outs.push_back(Filled(vals.back()->size(), -1));
+      InitKey(s, k, *vals.back());
+    }
+    for (int k = 0; k < kBig; ++k) PullKey(s, k, outs[static_cast<size_t>(k)].get(), 0);
+    for (int k = kBig; k <= kHigh; ++k) {
+      const int priority = k == kHigh ? 10 : 0;
+      PullKey(s, k, outs[static_cast<size_t>(k)].get(), priority);
+      PushKey(s, k, *vals[static_cast<size_t>(k)], priority);
+    }
+    s.WaitAll();
+    for (auto& out : outs) out->WaitPendingWrites();
+  });
+  std::vector<int> order;
+  for (const auto& c : upd->calls()) order.push_back(c.key);
+  CHECK_MSG(order.size() == static_cast<size_t>(kLow + 1) && order[0] == kHigh,
+            "the server applied %zu pushes, the first of key %d; want %d, the first of key %d",
+            order.size(), order.empty() ? -1 : order[0], kLow + 1, kHigh);
+  const JobResult& res = job.Finish();
+  CHECK_JOB_OK(res);
+}
+
 void SyncPullSeesOwnPushes() { PullSeesOwnPushes("dist_sync", 2); }
 void AsyncPullSeesOwnPushes() { PullSeesOwnPushes("dist_async", 1); }
 
 const Case kCases[] = {
     {"sync_pull_sees_own_pushes", SyncPullSeesOwnPushes},
     {"async_pull_sees_own_pushes", AsyncPullSeesOwnPushes},
+    {"high_priority_overtakes", HighPriorityOvertakes},
 };
 
 }  // namespace
