@@ -18,6 +18,8 @@ namespace optimizer {
 
 // The most state slots any optimizer keeps per key (centred rmsprop: n, g, delta).
 constexpr int kMaxSlots = 3;
+// The most float arrays a key's state holds: the slots, then a multi-precision master copy.
+constexpr int kMaxStateArrays = kMaxSlots + 1;
 
 // The type the arithmetic runs in for a weight of type W: float for float16 and float32,
 // double for float64.

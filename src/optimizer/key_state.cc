@@ -2,6 +2,7 @@
 #include "optimizer/key_state.h"
 
 #include <cstddef>
+#include <cstdint>
 #include <utility>
 
 #include "core/dtype.h"
@@ -17,7 +18,7 @@ std::string KeyName(int key, const char* str_key) {
 void KeyState::Commit() noexcept {
   std::lock_guard<std::mutex> lock(mu);
   if (!staged) return;
-  for (int i = 0; i < kMaxSlots; ++i) {
+  for (int i = 0; i < kMaxStateArrays; ++i) {
     f[0][i].swap(f[1][i]);
     d[0][i].swap(d[1][i]);
   }
@@ -48,7 +49,8 @@ template <> Slots<double> KeyState::SlotsFor<double>(int num_slots) {
   return s;
 }
 
-KeyState* StateTable::Get(int key, const char* str_key, const Array& stored) {
+KeyState* StateTable::Get(int key, const char* str_key, const Array& stored,
+                          const void* host_weight) {
   StateKey sk = str_key ? StateKey(true, 0, str_key) : StateKey(false, key, std::string());
   std::lock_guard<std::mutex> lock(mu_);
   auto it = states_.find(sk);
@@ -66,6 +68,14 @@ KeyState* StateTable::Get(int key, const char* str_key, const Array& stored) {
           fresh->f[copy][i].assign(n, 0.0f);
         }
       }
+    }
+    if (multi_precision_ && stored.dtype() == KV_FLOAT16) {
+      fresh->master = num_slots_;
+      std::vector<float>& committed = fresh->f[0][num_slots_];
+      committed.resize(n);
+      const uint16_t* w = static_cast<const uint16_t*>(host_weight);
+      for (size_t i = 0; i < n; ++i) committed[i] = HalfToFloat(w[i]);
+      fresh->f[1][num_slots_].resize(n);  // written whole by every update before it is read
     }
     it = states_.emplace(std::move(sk), std::move(fresh)).first;
     return it->second.get();

@@ -6,6 +6,13 @@
 // was. So a push that fails on any key, or whose device copy back fails, moves no state.
 // State is kept in the compute type (float for float16/float32 weights, double for
 // float64), created zeroed on the key's first update in the size of its stored value.
+//
+// Multi-precision. Under an optimizer with multi_precision=1, a float16 key's state has
+// one more float array after the optimizer's slots: the float32 master copy of the weight,
+// created on the first update from the stored value (converted exactly). Updates compute on
+// the master and store its float16 rounding, and both are committed together, so between
+// updates the stored value is always the master rounded to float16 (round to nearest
+// even). The master is state like any slot: staged, committed, discarded, saved.
 #pragma once
 
 #include <cstdint>
@@ -38,8 +45,11 @@ struct KeyState final : UpdateTxn::Staged {
   int64_t size = 0;
   int64_t steps = 0;
   bool staged = false;
-  std::vector<float> f[2][kMaxSlots];  // [0] committed, [1] staged
-  std::vector<double> d[2][kMaxSlots];
+  // The index in `f` of the float32 master copy of a float16 weight under multi_precision
+  // (the optimizer's slot count), or -1 when the key has none.
+  int master = -1;
+  std::vector<float> f[2][kMaxStateArrays];  // [0] committed, [1] staged
+  std::vector<double> d[2][kMaxStateArrays];
 
   void Commit() noexcept override;
   void Discard() noexcept override;
@@ -53,19 +63,24 @@ template <> Slots<double> KeyState::SlotsFor<double>(int num_slots);
 // The states of one optimizer instance, by int key or string key.
 class StateTable {
  public:
-  // `optimizer` names the optimizer in errors; `num_slots` is its NumSlots.
-  StateTable(const char* optimizer, int num_slots) : optimizer_(optimizer), num_slots_(num_slots) {}
+  // `optimizer` names the optimizer in errors; `num_slots` is its NumSlots;
+  // `multi_precision` gives float16 keys a master copy.
+  StateTable(const char* optimizer, int num_slots, bool multi_precision)
+      : optimizer_(optimizer), num_slots_(num_slots), multi_precision_(multi_precision) {}
 
-  // The state of the key, created zeroed for `stored` on first use. Throws
-  // DTYPE_MISMATCH/SHAPE_MISMATCH when an existing state was made for another dtype or
-  // size, std::bad_alloc when a new one cannot be allocated (no entry is left then).
-  KeyState* Get(int key, const char* str_key, const Array& stored);
+  // The state of the key, created for `stored` on first use: zeroed slots, and the master
+  // copy (multi-precision float16 keys) converted from `host_weight`, the stored value's
+  // elements in host memory. Throws DTYPE_MISMATCH/SHAPE_MISMATCH when an existing state
+  // was made for another dtype or size, std::bad_alloc when a new one cannot be allocated
+  // (no entry is left then).
+  KeyState* Get(int key, const char* str_key, const Array& stored, const void* host_weight);
 
  private:
   using StateKey = std::tuple<bool, int, std::string>;
 
   const char* const optimizer_;
   const int num_slots_;
+  const bool multi_precision_;
   std::mutex mu_;  // guards the map, not the states in it
   std::map<StateKey, std::unique_ptr<KeyState>> states_;
 };

@@ -11,8 +11,15 @@
 //
 // Arithmetic runs in float for float16/float32 weights and in double for float64 weights;
 // optimizer state is kept in that compute type (so float16 weights get float32 state).
+//
+// Multi-precision (multi_precision=1): a float16 key receives its gradient as the float32
+// sum of the pushed values (RecvDType; the store or server forms it, recv_sum.h), the step
+// runs in float32 on the key's float32 master copy (key_state.h), and the stored value
+// becomes the new master rounded to float16. That is MXNet's update_multi_precision: the
+// float32 optimizer on the master copy, then cast(master, float16).
 #include "optimizer/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -49,7 +56,8 @@ class OptimizerUpdater final : public Updater {
  public:
   OptimizerUpdater(const OptimizerDef& def, const Hyper& hyper)
       : def_(def), hyper_(hyper), op_(OperatorValues(def, hyper)),
-        num_slots_(NumSlots(def.kind, hyper)), states_(def.name, num_slots_) {}
+        num_slots_(NumSlots(def.kind, hyper)), multi_precision_(hyper.multi_precision != 0),
+        states_(def.name, num_slots_, multi_precision_) {}
 
   void Update(int key, const char* str_key, Array* recv, Array* stored,
               UpdateTxn* txn) override {
@@ -66,38 +74,50 @@ class OptimizerUpdater final : public Updater {
     CheckDTypeOf(def_.name, UpdatesIntegers(def_, hyper_), dtype, key);
   }
 
+  int RecvDType(int dtype) const override {
+    return multi_precision_ && dtype == KV_FLOAT16 ? KV_FLOAT32 : dtype;
+  }
+
  private:
   void UpdateImpl(int key, const char* str_key, Array* recv, Array* stored, UpdateTxn* txn) {
     KV_CHECK(recv != nullptr && stored != nullptr && txn != nullptr, KV_ERR_NULL_POINTER,
              "optimizer %s: key %s: null argument", def_.name, KeyName(key, str_key).c_str());
-    if (recv->shape() != stored->shape() || recv->dtype() != stored->dtype()) {
-      CheckSameShapeDType(*stored, *recv,
-                          StrFormat("gradient of key %s", KeyName(key, str_key).c_str()));
-    }
     const int dtype = stored->dtype();
+    const int recv_dtype = RecvDType(dtype);
+    if (recv->shape() != stored->shape() || recv->dtype() != recv_dtype) {
+      // A store that ignored RecvDType would hand over a sum already rounded to float16.
+      CheckShapeDType(stored->shape(), recv_dtype, *recv,
+                      StrFormat("gradient of key %s%s", KeyName(key, str_key).c_str(),
+                                recv_dtype != dtype
+                                    ? " (multi_precision: the float32 sum of the float16 pushes)"
+                                    : ""));
+    }
     CheckDType(dtype, KeyName(key, str_key));
 
-    KeyState* state = states_.Get(key, str_key, *stored);
+    // Arrays not on the CPU are staged through host copies, made before the state is
+    // touched. The copy back may fail after the state was staged; the caller then discards
+    // the txn, so the committed state is untouched.
+    const bool on_host = stored->ctx().is_cpu() && recv->ctx().is_cpu();
+    std::unique_ptr<Array> host_w, host_g;
+    if (!on_host) {
+      const Context host;
+      host_w = Array::Create(stored->shape(), dtype, host);
+      host_g = Array::Create(recv->shape(), recv->dtype(), host);
+      CopyArray(host_w.get(), *stored);
+      CopyArray(host_g.get(), *recv);
+    }
+    void* weight = on_host ? stored->data() : host_w->data();
+    const void* grad = on_host ? recv->data() : host_g->data();
+
+    KeyState* state = states_.Get(key, str_key, *stored, weight);
     std::lock_guard<std::mutex> lock(state->mu);
     KV_CHECK(!state->staged, KV_ERR_INTERNAL,
              "optimizer %s: key %s already has an update that was neither committed nor "
              "discarded", def_.name, KeyName(key, str_key).c_str());
     txn->Add(state);  // from here on the caller's txn ends what this call stages
-    if (stored->ctx().is_cpu() && recv->ctx().is_cpu()) {
-      Apply(state, recv->data(), stored->data());
-      state->staged = true;
-      return;
-    }
-    // Stage through host copies. The copy back may fail after the state was staged; the
-    // caller then discards the txn, so the committed state is untouched.
-    const Context host;
-    std::unique_ptr<Array> host_w = Array::Create(stored->shape(), dtype, host);
-    std::unique_ptr<Array> host_g = Array::Create(recv->shape(), dtype, host);
-    CopyArray(host_w.get(), *stored);
-    CopyArray(host_g.get(), *recv);
-    Apply(state, host_g->data(), host_w->data());
+    Apply(state, grad, weight);
     state->staged = true;
-    CopyArray(stored, *host_w);
+    if (!on_host) CopyArray(stored, *host_w);
   }
 
   // The learning rate of the next step of `state` as the reference's kernel receives it.
@@ -132,6 +152,10 @@ class OptimizerUpdater final : public Updater {
   // happened before).
   void Apply(KeyState* state, const void* grad, void* weight) {
     const int64_t n = state->size;
+    if (state->master >= 0) {
+      RunMaster(state, static_cast<half_t*>(weight), static_cast<const float*>(grad), n);
+      return;
+    }
     switch (state->dtype) {
       case KV_FLOAT32: Run<float>(state, weight, grad, n); break;
       case KV_FLOAT64: Run<double>(state, weight, grad, n); break;
@@ -166,10 +190,41 @@ class OptimizerUpdater final : public Updater {
     });
   }
 
+  // Multi-precision float16: per range, the staged master starts as the committed one, the
+  // float32 kernel updates it with the float32 gradient, and the weight becomes its float16
+  // rounding. Split over the pool like Run.
+  void RunMaster(KeyState* state, half_t* weight, const float* grad, int64_t n) {
+    const StepParams<float> p = Params<float>(StepLr(*state));
+    const Slots<float> slots = state->SlotsFor<float>(num_slots_);
+    const float* master_in = state->f[0][state->master].data();
+    float* master = state->f[1][state->master].data();
+    auto range = [&](int64_t begin, int64_t end) {
+      std::copy(master_in + begin, master_in + end, master + begin);
+      ApplyKernel<float, float>(def_.kind, p, master + begin, grad + begin, slots.Offset(begin),
+                                end - begin);
+      for (int64_t i = begin; i < end; ++i) weight[i] = half_t{FloatToHalf(master[i])};
+    };
+    WorkerPool& pool = WorkerPool::Instance();
+    // weight written, gradient read, master read and written, each state slot read and written
+    const size_t traffic = static_cast<size_t>(n) *
+                           (sizeof(half_t) + 3 * sizeof(float) + 2 * num_slots_ * sizeof(float));
+    if (traffic < pool.parallel_min_bytes() || pool.width() == 1) {
+      range(0, n);
+      return;
+    }
+    const int parts = pool.width();
+    pool.ParallelFor(parts, [&](int part) {
+      int64_t begin, end;
+      SplitRange(n, parts, part, 64, &begin, &end);
+      if (begin < end) range(begin, end);
+    });
+  }
+
   const OptimizerDef& def_;
   const Hyper hyper_;  // as the spec gave them
   const Hyper op_;     // as the reference's kernels receive them (OperatorValues)
   const int num_slots_;
+  const bool multi_precision_;
   StateTable states_;
 };
 

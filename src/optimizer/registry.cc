@@ -31,6 +31,11 @@ const ParamDef kClip = {"clip_gradient", nullptr, &Hyper::clip_gradient, -1, -kI
 // refused. The default -1 stands for "not given".
 const ParamDef kClipGiven = {"clip_gradient", nullptr, &Hyper::clip_gradient, -1, 0, kInf,
                              false, false, false};
+// Every optimizer: float16 weights keep a float32 master copy in their state, updated with
+// the float32 sum of the pushed gradients; the stored value is its float16 rounding
+// (optimizer.cc). Other dtypes ignore it.
+const ParamDef kMultiPrecision = {"multi_precision", nullptr, &Hyper::multi_precision, 0, 0, 1,
+                                  false, false, true};
 const ParamDef kMomentum = {"momentum", nullptr, &Hyper::momentum, 0, 0, 1, false, false, false};
 // Decay factors must stay below 1: adam divides by 1 - beta1^t.
 ParamDef Decay(const char* name, const char* alias, double Hyper::*field, double default_value) {
@@ -43,24 +48,26 @@ ParamDef Epsilon(const char* name, const char* alias, double default_value) {
 // Defaults are the reference's (MXNet 1.9.1 python/mxnet/optimizer/optimizer.py).
 const std::vector<OptimizerDef>& Registry() {
   static const std::vector<OptimizerDef> registry = {
-      {"sgd", Kind::kSgd, {LearningRate(0.01), kMomentum, kWd, kRescale, kClip}},
-      {"nag", Kind::kNag, {LearningRate(0.01), kMomentum, kWd, kRescale, kClip}},
+      {"sgd", Kind::kSgd, {LearningRate(0.01), kMomentum, kWd, kRescale, kClip, kMultiPrecision}},
+      {"nag", Kind::kNag, {LearningRate(0.01), kMomentum, kWd, kRescale, kClip, kMultiPrecision}},
       {"adam",
        Kind::kAdam,
        {LearningRate(0.001), Decay("beta1", nullptr, &Hyper::beta1, 0.9),
         Decay("beta2", nullptr, &Hyper::beta2, 0.999), Epsilon("epsilon", nullptr, 1e-8), kWd,
-        kRescale, kClip}},
+        kRescale, kClip, kMultiPrecision}},
       {"adagrad",
        Kind::kAdaGrad,
-       {LearningRate(0.01), Epsilon("eps", "epsilon", 1e-7), kWd, kRescale, kClipGiven}},
+       {LearningRate(0.01), Epsilon("eps", "epsilon", 1e-7), kWd, kRescale, kClipGiven,
+        kMultiPrecision}},
       {"rmsprop",
        Kind::kRmsProp,
        {LearningRate(0.001), Decay("gamma1", "rho", &Hyper::gamma1, 0.9),
         Decay("gamma2", nullptr, &Hyper::gamma2, 0.9), Epsilon("epsilon", nullptr, 1e-8),
         {"centered", nullptr, &Hyper::centered, 0, 0, 1, false, false, true}, kWd, kRescale,
         kClip,
-        {"clip_weights", nullptr, &Hyper::clip_weights, -1, -kInf, kInf, false, false, false}}},
-      {"test", Kind::kTest, {kRescale}},
+        {"clip_weights", nullptr, &Hyper::clip_weights, -1, -kInf, kInf, false, false, false},
+        kMultiPrecision}},
+      {"test", Kind::kTest, {kRescale, kMultiPrecision}},
   };
   return registry;
 }

@@ -31,6 +31,7 @@ struct Hyper {
   double gamma2 = 0;
   double centered = 0;
   double clip_weights = -1;
+  double multi_precision = 0;  // a flag: float16 weights keep a float32 master copy
 };
 
 struct ParamDef {

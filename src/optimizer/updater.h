@@ -71,6 +71,13 @@ class Updater {
     (void)dtype;
     (void)key;
   }
+  // The dtype in which Update wants `recv` for a stored value of `dtype`: `dtype` itself
+  // (the default), or KV_FLOAT32 for float16 values under a multi-precision optimizer. When
+  // it differs from `dtype`, the caller forms `recv` by converting each pushed value to
+  // this dtype and summing the converted values in it, in push order (SumToFloat32 in
+  // optimizer/recv_sum.h), never by converting a sum already rounded to `dtype`. Constant
+  // for the updater's lifetime; never throws.
+  virtual int RecvDType(int dtype) const { return dtype; }
 };
 
 }  // namespace kvstore

@@ -22,6 +22,11 @@
 // Async. Each push is merged on arrival: updater(key, pushed, &stored), or stored =
 // pushed when no updater is set (documented default; the server never dies for it).
 //
+// Multi-precision. An updater whose RecvDType differs from the key's dtype (float16 keys
+// under multi_precision=1) receives the pushes converted to float32 and summed in float32
+// (optimizer/recv_sum.h), never a float16-rounded sum; its float32 master copy is optimizer
+// state, and `stored`, which pulls return, is the master rounded to float16.
+//
 // Copies. Replies that carry values reference the stored buffer without copying; an update
 // never writes a buffer that ZeroMQ may still be sending (copy-on-write through SharedBuf).
 // Without an updater a round's sum accumulates in place in worker 0's received message,
@@ -69,7 +74,7 @@ struct KeyState {
   int dtype = 0;
   int64_t total = 0, offset = 0, count = 0;
   std::shared_ptr<SharedBuf> stored, spare;
-  std::unique_ptr<Array> merged;  // the round's sum when an updater runs
+  std::unique_ptr<Array> merged;  // the round's sum when an updater runs, in its RecvDType
   std::vector<std::deque<Req>> fifo;  // sync mode: per worker rank
 };
 
@@ -117,6 +122,9 @@ class Server {
                     std::string* msg) const;
   std::shared_ptr<SharedBuf> TakeTarget(KeyState* k);
   static bool Adoptable(const KeyState& k, const zmq::message_t& payload);
+  // The updater that merges pushes of `k` (the string-key one for string keys when set),
+  // or nullptr: assign.
+  Updater* UpdaterOf(const KeyState& k) const;
   void Update(KeyState* k, Array* recv, Array* target);
   void FailQueuedPushes(KeyState* k, int code, const std::string& why);
   void FailRounds(int dead_worker, const std::string& reason);

@@ -6,9 +6,12 @@
 // value is complete: a failing updater (or allocation) leaves the stored value as it was
 // and fails the requests that asked for the change.
 #include <algorithm>
+#include <cstdint>
+#include <vector>
 
 #include "core/cpu/kernels.h"
 #include "core/dtype.h"
+#include "optimizer/recv_sum.h"
 #include "ps/clock.h"
 #include "ps/log.h"
 #include "ps/node_table.h"
@@ -61,9 +64,12 @@ std::shared_ptr<SharedBuf> Server::TakeTarget(KeyState* k) {
   return t;
 }
 
+Updater* Server::UpdaterOf(const KeyState& k) const {
+  return (k.is_str && hooks_->str_updater) ? hooks_->str_updater.get() : hooks_->updater.get();
+}
+
 void Server::Update(KeyState* k, Array* recv, Array* target) {
-  std::shared_ptr<Updater> u = (k->is_str && hooks_->str_updater) ? hooks_->str_updater
-                                                                   : hooks_->updater;
+  Updater* u = UpdaterOf(*k);
   // The optimizer state is committed with the value: once Update returns, StoreNewValue
   // only moves `target` into place, which cannot fail. A throw discards it.
   UpdateTxn txn;
@@ -72,28 +78,36 @@ void Server::Update(KeyState* k, Array* recv, Array* target) {
 }
 
 // Replaces the stored value of `k` with the result of a round or an async push.
-// `combine(dst)` writes the pushed values (a round's sum, or the one push) to dst, which may
-// be the bytes of `incoming` itself (then only what is not already there). Without an
-// updater that is the new value: accumulated in `incoming` (a round's first push, or the
-// async push), which is adopted without a copy when Adoptable, else in a spare array of the
-// key. With an updater it goes to k->merged, and the updater turns a copy of the stored
-// value into the new one. Throws what Array::Create and the updater throw; the stored value
-// is then unchanged.
+// `combine(dst, dst_dtype)` writes the pushed values (a round's sum, or the one push) to
+// dst, which may be the bytes of `incoming` itself (then only what is not already there).
+// Without an updater that is the new value, in the key's dtype: accumulated in `incoming`
+// (a round's first push, or the async push), which is adopted without a copy when
+// Adoptable, else in a spare array of the key. With an updater it goes to k->merged, in the
+// dtype the updater receives (RecvDType: float32 for float16 keys under multi_precision,
+// where combine converts each push and sums in float32), and the updater turns a copy of
+// the stored value into the new one. Throws what Array::Create and the updater throw; the
+// stored value is then unchanged.
 template <typename Combine>
 void Server::StoreNewValue(KeyState* k, zmq::message_t& incoming, Combine&& combine) {
-  const bool has_updater = hooks_->updater || (k->is_str && hooks_->str_updater);
+  Updater* updater = UpdaterOf(*k);
   std::shared_ptr<SharedBuf> target;
-  if (!has_updater && Adoptable(*k, incoming)) {
-    combine(incoming.data());
+  if (!updater && Adoptable(*k, incoming)) {
+    combine(incoming.data(), k->dtype);
     target = std::make_shared<SharedBuf>();
     target->msg = std::move(incoming);
-  } else if (!has_updater) {
+  } else if (!updater) {
     target = TakeTarget(k);
-    combine(target->array->data());
+    combine(target->array->data(), k->dtype);
   } else {
+    const int recv_dtype = updater->RecvDType(k->dtype);
+    KV_CHECK(recv_dtype == k->dtype || (recv_dtype == KV_FLOAT32 && k->dtype == KV_FLOAT16),
+             KV_ERR_INTERNAL, "key %s: the updater asks for %s sums of %s values",
+             k->display.c_str(), DTypeName(recv_dtype), DTypeName(k->dtype));
     target = TakeTarget(k);
-    if (!k->merged) k->merged = Array::Create({k->count}, k->dtype, Context{});
-    combine(k->merged->data());
+    if (!k->merged || k->merged->dtype() != recv_dtype) {
+      k->merged = Array::Create({k->count}, recv_dtype, Context{});
+    }
+    combine(k->merged->data(), recv_dtype);
     CopyBytes(target->array->data(), k->stored->data(), k->stored->size());
     Update(k, k->merged.get(), target->array.get());
   }
@@ -134,8 +148,11 @@ void Server::RunRound(KeyState* k) {
   zmq::message_t& first = k->fifo[0].front().payload;
   const int num_srcs = static_cast<int>(srcs.size());
   // In place in worker 0's message (srcs[0]), one worker's push is already its own sum.
-  auto sum = [&](void* dst) {
-    if (dst != first.data() || num_srcs > 1) {
+  // A multi-precision updater gets the float32 sum of the converted pushes instead.
+  auto sum = [&](void* dst, int dst_dtype) {
+    if (dst_dtype != k->dtype) {
+      optimizer::SumToFloat32(srcs.data(), num_srcs, k->dtype, static_cast<float*>(dst), k->count);
+    } else if (dst != first.data() || num_srcs > 1) {
       CpuReduceSum(srcs.data(), num_srcs, dst, k->count, k->dtype);
     }
   };
@@ -156,8 +173,20 @@ void Server::RunRound(KeyState* k) {
 // Documented default: with no updater an async server assigns the pushed value (adopting
 // the received message when it can, see StoreNewValue).
 void Server::ApplyAsync(KeyState* k, Req& r) {
-  auto copy = [&](void* dst) {
-    if (dst != r.payload.data()) CopyBytes(dst, r.payload.data(), r.payload.size());
+  auto copy = [&](void* dst, int dst_dtype) {
+    if (dst_dtype != k->dtype) {  // multi-precision: the push converted to float32
+      // ZeroMQ may hand over a small payload at any byte offset (see RunRound).
+      std::vector<uint16_t> aligned;
+      const void* src = r.payload.data();
+      if (reinterpret_cast<uintptr_t>(src) % DTypeSize(k->dtype) != 0) {
+        aligned.resize(r.payload.size() / sizeof(uint16_t));
+        CopyBytes(aligned.data(), src, r.payload.size());
+        src = aligned.data();
+      }
+      optimizer::SumToFloat32(&src, 1, k->dtype, static_cast<float*>(dst), k->count);
+    } else if (dst != r.payload.data()) {
+      CopyBytes(dst, r.payload.data(), r.payload.size());
+    }
   };
   int status = 0;
   std::string msg;

@@ -10,6 +10,10 @@
 //    new values are computed into per-key candidate buffers and committed (swapped in) only
 //    when every key of the call succeeded, together with the optimizer state the updater
 //    staged (UpdateTxn), so a failing call changes no stored value and no optimizer state.
+//  - The values pushed for a key are summed in the dtype the updater receives
+//    (Updater::RecvDType): the stored dtype, or float32 for float16 values under a
+//    multi-precision optimizer, where each value is converted and the sum is never rounded
+//    to float16. Without an updater the sum is the stored dtype's (assign).
 #include <algorithm>
 #include <mutex>
 #include <shared_mutex>
@@ -18,6 +22,7 @@
 #include <vector>
 
 #include "comm/comm.h"
+#include "optimizer/recv_sum.h"
 #include "store/callback_updater.h"
 #include "store/store.h"
 
@@ -270,14 +275,29 @@ class LocalStore final : public Store {
     for (PushGroup& g : groups) {
       Entry* e = g.entry;
       const Array& v = *e->value;
-      if (!e->merged) e->merged = Array::Create(v.shape(), v.dtype(), v.ctx());
+      // The updater may want the sum in another dtype (RecvDType: float32 for float16 values
+      // under multi_precision); that sum is formed on the host, so its buffer lives there.
+      const int recv_dtype = updater->RecvDType(v.dtype());
+      KV_CHECK(recv_dtype == v.dtype() || (recv_dtype == KV_FLOAT32 && v.dtype() == KV_FLOAT16),
+               KV_ERR_INTERNAL, "key %s: the updater asks for %s sums of %s values", KeyName(*e).c_str(),
+               DTypeName(recv_dtype), DTypeName(v.dtype()));
+      if (!e->merged || e->merged->dtype() != recv_dtype) {
+        e->merged = Array::Create(v.shape(), recv_dtype, recv_dtype == v.dtype() ? v.ctx() : Context{});
+      }
       if (!e->candidate) e->candidate = Array::Create(v.shape(), v.dtype(), v.ctx());
     }
     // Declared after `updater`: the staged state lives in the updater.
     UpdateTxn txn;
     for (PushGroup& g : groups) {
       Entry* e = g.entry;
-      comm_->Reduce(g.vals, e->merged.get());
+      if (e->merged->dtype() == e->dtype) {
+        comm_->Reduce(g.vals, e->merged.get());
+      } else {  // each value converted, then summed in the updater's dtype (updater.h)
+        std::vector<std::unique_ptr<Array>> staged;
+        const std::vector<const void*> srcs = HostAddresses(g.vals, &staged);
+        optimizer::SumToFloat32(srcs.data(), static_cast<int>(srcs.size()), e->dtype,
+                                static_cast<float*>(e->merged->data()), e->merged->size());
+      }
       CopyArray(e->candidate.get(), *e->value);
       UpdaterScope scope(this);
       updater->Update(e->id, e->is_str ? e->str_key.c_str() : nullptr, e->merged.get(), e->candidate.get(), &txn);

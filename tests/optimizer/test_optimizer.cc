@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -414,6 +415,7 @@ struct RefSpec {
   double lr, wd, rescale, clip;  // clip < 0: not given
   double momentum = 0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, gamma1 = 0.9, gamma2 = 0.9,
          clip_weights = -1;  // clip_weights < 0: not given
+  bool multi_precision = false;  // given as multi_precision=1
 
   std::string Text() const {
     const char* names[] = {"sgd", "nag", "adam", "adagrad", "rmsprop", "rmsprop"};
@@ -439,6 +441,7 @@ struct RefSpec {
         if (clip_weights >= 0) add("clip_weights", clip_weights);
         break;
     }
+    if (multi_precision) add("multi_precision", 1);
     return out + ")";
   }
 };
@@ -570,6 +573,18 @@ void CheckMatchesReference(const RefSpec& r) {
 void CheckBothTypes(const RefSpec& r) {
   CheckMatchesReference<float>(r);
   CheckMatchesReference<double>(r);
+}
+
+// multi_precision changes nothing for float32 and float64 weights: the same bits.
+void TestMultiPrecisionWideUnaffected() {
+  for (RefKind kind : {RefKind::kSgd, RefKind::kNag, RefKind::kAdam, RefKind::kAdaGrad,
+                       RefKind::kRmsProp, RefKind::kRmsPropCentered}) {
+    RefSpec r{kind, 0.01, 0.01, 0.3, 0.75};
+    r.momentum = 0.9;
+    r.eps = 1e-3;
+    r.multi_precision = true;
+    CheckBothTypes(r);
+  }
 }
 
 void TestMatchesReferenceSgd() {
@@ -771,6 +786,198 @@ void TestFloat16StateIsFloat() {
   CHECK(f.Pull()[0] == 0x30B0);
 }
 
+// ---------------------------------------------------------------------------------------
+// multi_precision: float16 weights with a float32 master copy
+
+// binary16 <-> float32, written from the IEEE 754 definitions (independent of the library):
+// RefHalf rounds to nearest, ties to even; overflow gives infinity.
+float RefFloat(uint16_t h) {
+  const int exp = (h >> 10) & 31, mant = h & 1023;
+  float v;
+  if (exp == 0) v = std::ldexp(static_cast<float>(mant), -24);
+  else if (exp == 31) v = mant ? NAN : INFINITY;
+  else v = std::ldexp(static_cast<float>(1024 + mant), exp - 25);
+  return (h & 0x8000) ? -v : v;
+}
+
+uint16_t RefHalf(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, sizeof x);
+  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000);
+  const uint32_t ax = x & 0x7fffffffu;
+  if (ax > 0x7f800000u) return sign | 0x7e00;     // NaN
+  if (ax >= 0x477ff000u) return sign | 0x7c00;    // >= 65520: rounds to infinity
+  if (ax < 0x38800000u) {                         // below 2^-14: a multiple of 2^-24
+    const double units = std::fabs(static_cast<double>(f)) * 16777216.0;  // exact
+    return static_cast<uint16_t>(sign | static_cast<uint16_t>(std::nearbyint(units)));
+  }
+  uint32_t h = ((((ax >> 23) - 127 + 15) << 10) | ((ax & 0x7fffffu) >> 13));
+  const uint32_t rest = ax & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1))) ++h;  // a carry moves to the exponent
+  return static_cast<uint16_t>(sign | h);
+}
+
+// Pushes the float16 values `gs` to key 0 of `store` in one call (keys {0, 0, ...}).
+void PushHalves(KVStoreHandle store, const std::vector<std::vector<uint16_t>>& gs) {
+  std::vector<std::unique_ptr<Array>> arrays;
+  std::vector<KVArrayHandle> handles;
+  std::vector<int> keys(gs.size(), 0);
+  for (const auto& g : gs) {
+    arrays.push_back(std::make_unique<Array>(KV_FLOAT16, g.size()));
+    arrays.back()->Set(g);
+    handles.push_back(arrays.back()->h);
+  }
+  CHECK_OK(KVStorePush(store, static_cast<int>(gs.size()), keys.data(), handles.data(), 0));
+}
+
+std::vector<uint16_t> PullHalves(KVStoreHandle store, size_t n) {
+  Array out(KV_FLOAT16, n);
+  int key = 0;
+  CHECK_OK(KVStorePull(store, 1, &key, &out.h, 0));
+  return out.Get<uint16_t>(n);
+}
+
+// `r` with multi_precision=1 on float16 weights, through a `store_type` store: each of 4
+// steps pushes 3 float16 gradients for the key in one call. The expected weights are the
+// float32 reference (RefStep<float>) run on a float32 master copy of the initial weights
+// with the float32 sum of the 3 gradients (each converted, summed left to right), rounded
+// to float16 after every step; every bit is compared. The same pushes without
+// multi_precision must end elsewhere (the lost sub-ulp updates and the float16-rounded sums).
+void CheckMultiPrecision(RefSpec r, const char* store_type) {
+  const size_t n = 517;
+  std::vector<uint16_t> w16(n);
+  for (size_t i = 0; i < n; ++i) {
+    w16[i] = RefHalf(static_cast<float>(2.0 * std::sin(0.37 * static_cast<double>(i))));
+  }
+  std::vector<float> master(n);
+  for (size_t i = 0; i < n; ++i) master[i] = RefFloat(w16[i]);
+  std::vector<float> st[3] = {std::vector<float>(n), std::vector<float>(n), std::vector<float>(n)};
+  r.multi_precision = true;
+  const std::string spec = r.Text();
+  r.multi_precision = false;
+  const std::string plain_spec = r.Text();
+  Store mp(store_type), plain(store_type);
+  CHECK_OK(KVStoreSetOptimizer(mp.h, spec.c_str()));
+  CHECK_OK(KVStoreSetOptimizer(plain.h, plain_spec.c_str()));
+  {
+    Array a(KV_FLOAT16, n);
+    a.Set(w16);
+    int key = 0;
+    CHECK_OK(KVStoreInit(mp.h, 1, &key, &a.h));
+    CHECK_OK(KVStoreInit(plain.h, 1, &key, &a.h));
+  }
+  for (int t = 1; t <= 4; ++t) {
+    std::vector<std::vector<uint16_t>> gs(3, std::vector<uint16_t>(n));
+    std::vector<float> sum(n);
+    for (size_t j = 0; j < gs.size(); ++j) {
+      for (size_t i = 0; i < n; ++i) {  // magnitudes from 1e-4 to 3: clipping bites
+        const double x = static_cast<double>(i) * 0.91 + 1.7 * t + 0.5 * static_cast<double>(j);
+        gs[j][i] = RefHalf(static_cast<float>(std::cos(x) * std::pow(10.0, std::fmod(x, 4.5) - 4.0)));
+        sum[i] = j == 0 ? RefFloat(gs[j][i]) : sum[i] + RefFloat(gs[j][i]);
+      }
+    }
+    PushHalves(mp.h, gs);
+    PushHalves(plain.h, gs);
+    RefStep<float>(r, t, master, sum, st);
+    const std::vector<uint16_t> got = PullHalves(mp.h, n);
+    size_t differ = 0, first = n;
+    for (size_t i = 0; i < n; ++i) {
+      if (got[i] != RefHalf(master[i]) && differ++ == 0) first = i;
+    }
+    const size_t shown = differ == 0 ? 0 : first;
+    CHECK_MSG(differ == 0,
+              "%s %s step %d: %zu of %zu float16 weights differ from the float32 master rounded; "
+              "first at %zu: got 0x%04x want 0x%04x (master %.9g)", store_type, spec.c_str(), t,
+              differ, n, first, got[shown], RefHalf(master[shown]),
+              static_cast<double>(master[shown]));
+  }
+  const std::vector<uint16_t> got = PullHalves(mp.h, n);
+  const std::vector<uint16_t> without = PullHalves(plain.h, n);
+  size_t differ = 0;
+  for (size_t i = 0; i < n; ++i) differ += got[i] != without[i];
+  CHECK_MSG(differ > 0, "%s %s: multi_precision changed no weight", store_type, spec.c_str());
+  CHECK(got != w16);  // the steps did move the weights
+}
+
+void TestMultiPrecisionMatchesFloat32() {
+  for (const char* store_type : {"local", "device"}) {
+    for (RefKind kind : {RefKind::kSgd, RefKind::kNag, RefKind::kAdam, RefKind::kAdaGrad,
+                         RefKind::kRmsProp, RefKind::kRmsPropCentered}) {
+      for (double clip : {-1.0, 0.75}) {
+        RefSpec r{kind, 0.01, 0.01, 0.3, clip};
+        r.eps = 1e-3;
+        CheckMultiPrecision(r, store_type);
+        if (kind == RefKind::kSgd || kind == RefKind::kNag) {
+          r.momentum = 0.9;
+          CheckMultiPrecision(r, store_type);
+        }
+      }
+    }
+  }
+}
+
+void TestMultiPrecisionSumsInFloat32() {
+  // test(multi_precision=1), float16 w0 = 0; each call pushes 1024, 0.25 and 0.25 for the key.
+  // Summed in float32: 1024.5 per call; the master goes 1024.5, 2049, 3073.5 and the stored
+  // value is its float16 rounding (spacing 1 in [1024, 2048), 2 in [2048, 4096)):
+  //   1024.5 -> 1024 (tie, even) = 0x6400; 2049 -> 2048 (tie, even) = 0x6800;
+  //   3073.5 -> 3074 = 0x6A01.
+  // A float16-rounded sum (1024.5 -> 1024) would give 1024, 2048, 3072 = 0x6A00 with or
+  // without a master copy, and so does the same store without multi_precision.
+  const std::vector<std::vector<uint16_t>> gs = {{0x6400}, {0x3400}, {0x3400}};
+  const uint16_t want[3] = {0x6400, 0x6800, 0x6A01};
+  for (const char* store_type : {"local", "device"}) {
+    Store mp(store_type), plain(store_type);
+    CHECK_OK(KVStoreSetOptimizer(mp.h, "test(multi_precision=1)"));
+    CHECK_OK(KVStoreSetOptimizer(plain.h, "test"));
+    Array w0(KV_FLOAT16, 1);
+    w0.Set(std::vector<uint16_t>{0});
+    int key = 0;
+    CHECK_OK(KVStoreInit(mp.h, 1, &key, &w0.h));
+    CHECK_OK(KVStoreInit(plain.h, 1, &key, &w0.h));
+    for (int step = 0; step < 3; ++step) {
+      PushHalves(mp.h, gs);
+      PushHalves(plain.h, gs);
+      const uint16_t got = PullHalves(mp.h, 1)[0];
+      CHECK_MSG(got == want[step], "%s step %d: got 0x%04x want 0x%04x", store_type, step + 1,
+                got, want[step]);
+    }
+    CHECK(PullHalves(plain.h, 1)[0] == 0x6A00);
+    // A store without an optimizer assigns the float16 sum, multi_precision or not.
+    Store assign(store_type);
+    CHECK_OK(KVStoreInit(assign.h, 1, &key, &w0.h));
+    PushHalves(assign.h, gs);
+    CHECK(PullHalves(assign.h, 1)[0] == 0x6400);
+  }
+}
+
+void TestMultiPrecisionFailedPushKeepsMaster() {
+  // sgd(lr=1, momentum=0.5, multi_precision=1), float16 key 0 at 1 and int32 key 1: a push of
+  // {0, 1} fails on key 1 and must move neither the master copy nor the momentum of key 0.
+  // Gradient 2^-12: step 1 mom = -2^-12, master 1 - 2^-12 (stored 1: below half an ulp);
+  // step 2 mom = -1.5 * 2^-12, master 1 - 2.5 * 2^-12 = 0.99939 -> 0x3BFF (1 - 2^-11)
+  // (had the failed call stepped the master too, it would be 1 - 4.25 * 2^-12 -> 0x3BFE).
+  for (const char* store_type : {"local", "device"}) {
+    Store s(store_type);
+    CHECK_OK(KVStoreSetOptimizer(s.h, "sgd(lr=1,momentum=0.5,multi_precision=1)"));
+    Array w0(KV_FLOAT16, 1), g(KV_FLOAT16, 1), wi(KV_INT32, 1);
+    w0.Set(std::vector<uint16_t>{0x3C00});
+    g.Set(std::vector<uint16_t>{0x0C00});  // 2^-12
+    wi.Set(std::vector<int32_t>{7});
+    int k0 = 0, k1 = 1;
+    CHECK_OK(KVStoreInit(s.h, 1, &k0, &w0.h));
+    CHECK_OK(KVStoreInit(s.h, 1, &k1, &wi.h));
+    CHECK_OK(KVStorePush(s.h, 1, &k0, &g.h, 0));
+    CHECK(PullHalves(s.h, 1)[0] == 0x3C00);
+    const int keys[2] = {0, 1};
+    const KVArrayHandle vals[2] = {g.h, wi.h};
+    CHECK_ERR(KVStorePush(s.h, 2, keys, vals, 0), KV_ERR_NOT_SUPPORTED, "int32");
+    CHECK_OK(KVStorePush(s.h, 1, &k0, &g.h, 0));
+    const uint16_t got = PullHalves(s.h, 1)[0];
+    CHECK_MSG(got == 0x3BFF, "%s: got 0x%04x want 0x3bff", store_type, got);
+  }
+}
+
 void TestConcurrentKeys() {
   // Pushes of different keys from several threads give exactly the values of a serial run.
   const int kKeys = 4, kSteps = 200;
@@ -910,6 +1117,12 @@ void TestSpecAccepted() {
   CHECK_OK(KVStoreSetOptimizer(s.h, "adagrad(epsilon=1e-6)"));
   CHECK_OK(KVStoreSetOptimizer(s.h, "nag(lr=+.5,momentum=1,clip_gradient=-1)"));
   CHECK_OK(KVStoreSetOptimizer(s.h, "test(rescale_grad=-2)"));
+  for (const char* name : {"sgd", "nag", "adam", "adagrad", "rmsprop", "test"}) {
+    for (const char* mp : {"0", "1"}) {
+      const std::string spec = std::string(name) + "(multi_precision=" + mp + ")";
+      CHECK_OK(KVStoreSetOptimizer(s.h, spec.c_str()));
+    }
+  }
   // The spec is what the updater does: "sgd( lr = 0.5 )" with spaces updates as lr 0.5.
   Fixture<double> f(" sgd ( lr = 0.5 ) ", {1.0});
   CHECK_OK(f.Push({1.0}));
@@ -945,6 +1158,8 @@ void TestSpecErrors() {
       {"adam(epsilon=0)", "must be > 0"},
       {"sgd(lr=-0.1)", "must be >= 0"},
       {"sgd(momentum=1.5)", "must be in [0, 1]"},
+      {"sgd(multi_precision=2)", "\"multi_precision\" of optimizer sgd must be 0 or 1, got 2"},
+      {"test(multi_precision=0.5)", "must be 0 or 1"},
   };
   Store s;
   for (const auto& r : refused) {
@@ -1029,6 +1244,10 @@ const Case kCases[] = {
     {"integer_rejected", TestIntegerRejected},
     {"float16", TestFloat16},
     {"float16_state_is_float", TestFloat16StateIsFloat},
+    {"multi_precision_matches_float32", TestMultiPrecisionMatchesFloat32},
+    {"multi_precision_sums_in_float32", TestMultiPrecisionSumsInFloat32},
+    {"multi_precision_failed_push_keeps_master", TestMultiPrecisionFailedPushKeepsMaster},
+    {"multi_precision_wide_unaffected", TestMultiPrecisionWideUnaffected},
     {"concurrent_keys", TestConcurrentKeys},
     {"large_array_matches_chunks", TestLargeArrayMatchesChunks},
     {"gpu_staging", TestGpuStaging},
