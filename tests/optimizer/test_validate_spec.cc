@@ -75,6 +75,8 @@ int main() {
   CheckSpec("adagrad(clip_gradient=0)", 0, "");
   CheckSpec("test(rescale_grad=-2)", 0, "");
   CheckSpec("test", 0, "");  // the one that updates integers
+  CheckSpec("sgd(lr=0.1,multi_precision=1)", 0, "");
+  CheckSpec("test(multi_precision=1)", 0, "");  // still updates integers
   // Unknown optimizer.
   CheckSpec("foo(lr=1)", KV_ERR_INVALID_ARGUMENT, "unknown optimizer \"foo\"");
   CheckSpec("foo", KV_ERR_INVALID_ARGUMENT, "sgd, nag, adam, adagrad, rmsprop, test");
@@ -88,11 +90,26 @@ int main() {
   CheckSpec("adam(beta1=1)", KV_ERR_INVALID_ARGUMENT, "must be in [0, 1)");
   CheckSpec("rmsprop(centered=0.5)", KV_ERR_INVALID_ARGUMENT, "must be 0 or 1");
   CheckSpec("adagrad(clip_gradient=-1)", KV_ERR_INVALID_ARGUMENT, "clip_gradient");
+  CheckSpec("nag(multi_precision=3)", KV_ERR_INVALID_ARGUMENT,
+            "\"multi_precision\" of optimizer nag must be 0 or 1, got 3");
   // Syntax errors and values that are not finite numbers.
   CheckSpec("sgd(lr=abc)", KV_ERR_INVALID_ARGUMENT, "\"abc\" of 'lr' is not a finite number");
   CheckSpec("sgd(lr=nan)", KV_ERR_INVALID_ARGUMENT, "nan");
   CheckSpec("sgd(lr=0.1", KV_ERR_INVALID_ARGUMENT, "expected ',' or ')'");
   CheckSpec("", KV_ERR_INVALID_ARGUMENT, "expected an optimizer name");
   CheckSpec(std::string(1000, 'x'), KV_ERR_INVALID_ARGUMENT, "... (1000 bytes)");
+  // The summed gradient's dtype (Updater::RecvDType): float32 for float16 weights under
+  // multi_precision, the weight's own dtype otherwise.
+  for (const char* name : {"sgd", "nag", "adam", "adagrad", "rmsprop", "test"}) {
+    for (int mp : {0, 1}) {
+      const std::string spec = std::string(name) + "(multi_precision=" + std::to_string(mp) + ")";
+      const std::shared_ptr<kvstore::Updater> optimizer = kvstore::CreateOptimizer(spec);
+      for (int dtype : {KV_FLOAT32, KV_FLOAT64, KV_FLOAT16, KV_UINT8, KV_INT32, KV_INT64}) {
+        const int want = mp == 1 && dtype == KV_FLOAT16 ? KV_FLOAT32 : dtype;
+        CHECK_MSG(optimizer->RecvDType(dtype) == want, "%s: RecvDType(%d) is %d, want %d",
+                  spec.c_str(), dtype, optimizer->RecvDType(dtype), want);
+      }
+    }
+  }
   return check_summary();
 }
