@@ -16,6 +16,11 @@ Run with 2 workers and 1 server (the store type defaults to dist_sync under the 
     PYTHONPATH=bindings/python KVSTORE_LIBRARY=build/libkvstore.so \\
         build/tools/kvstore-launch -n 2 -s 1 -- /usr/bin/python3 examples/train/train_digits.py
 
+With --dtype float16 the weights and the pushed gradients are float16; add
+--multi-precision (the optimizer's multi_precision=1) and the store or the servers keep a
+float32 master copy of each weight and sum the gradients in float32, returning the master
+rounded to float16 on every pull (docs/OPTIMIZERS.md#multi-precision).
+
 Data: digits.csv.gz from Debian's python3-sklearn (1797 images, 64 pixels in 0..16, label),
 read with gzip and numpy only. A fixed permutation puts 357 images in the test set and 1440
 in the training set.
@@ -62,12 +67,13 @@ def forward(w, b, x):
 
 
 def gradient_sum(w, b, x, y):
-    """Sum over the rows of the cross-entropy gradient, as float32 (what is pushed)."""
+    """Sum over the rows of the cross-entropy gradient, in the weights' dtype (what is
+    pushed)."""
     if len(x) == 0:
         return np.zeros_like(w), np.zeros_like(b)
     p = forward(w, b, x)
     p[np.arange(len(y)), y] -= 1.0
-    return (x.T @ p).astype(np.float32), p.sum(axis=0).astype(np.float32)
+    return (x.T @ p).astype(w.dtype), p.sum(axis=0).astype(b.dtype)
 
 
 def evaluate(w, b, x, y):
@@ -82,6 +88,8 @@ def optimizer_spec(args):
               "rescale_grad=%r" % (1.0 / args.batch_size)]
     if args.optimizer in ("sgd", "nag"):
         params.append("momentum=%r" % args.momentum)
+    if args.multi_precision:
+        params.append("multi_precision=1")
     return "%s(%s)" % (args.optimizer, ",".join(params))
 
 
@@ -100,6 +108,11 @@ def parse_args(argv):
                     help="gradients pushed per key and step by each worker, each computed on "
                          "its own part of the worker's rows (as one per device); the store "
                          "sums them (default 1)")
+    ap.add_argument("--dtype", default="float32", choices=["float32", "float16"],
+                    help="dtype of the weights and of the pushed gradients (default float32)")
+    ap.add_argument("--multi-precision", action="store_true",
+                    help="multi_precision=1: float16 weights keep a float32 master copy in "
+                         "the store or on the servers, which sum the gradients in float32")
     ap.add_argument("--lr", type=float, default=0.1)
     ap.add_argument("--momentum", type=float, default=0.9)
     ap.add_argument("--wd", type=float, default=1e-4)
@@ -137,8 +150,8 @@ def main(argv):
     # The same initial weights on every worker (in a dist store rank 0's init is the one
     # kept); the bias starts at zero.
     w = (np.random.RandomState(args.seed + 1).randn(NUM_FEATURES, NUM_CLASSES) * 0.01)
-    w = w.astype(np.float32)
-    b = np.zeros(NUM_CLASSES, dtype=np.float32)
+    w = w.astype(args.dtype)
+    b = np.zeros(NUM_CLASSES, dtype=args.dtype)
     spec = optimizer_spec(args)
     store.set_optimizer(spec)
     store.init([KEY_WEIGHT, KEY_BIAS], [w, b])
