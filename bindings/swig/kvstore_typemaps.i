@@ -43,7 +43,8 @@
 %apply size_t* KVSWIG_OUT_SIZE { size_t* out_nbytes };
 %apply const char** KVSWIG_OUT_STRING { const char** out_type };
 
-%apply const char* KVSWIG_IN_STRING { const char* type, const char* spec, const char* body };
+%apply const char* KVSWIG_IN_STRING { const char* type, const char* spec, const char* body,
+                                      const char* path };
 
 %apply (const int64_t* KVSWIG_SHAPE, int KVSWIG_NDIM) { (const int64_t* shape, int ndim) };
 %apply (const void* KVSWIG_DATA_IN, size_t KVSWIG_NBYTES) { (const void* data, size_t nbytes) };

@@ -353,6 +353,32 @@ KVSTORE_API int KVStoreSetStrUpdater(KVStoreHandle store, KVStrUpdater updater,
  * NOT_SUPPORTED (a build without optimizers), and distributed errors. */
 KVSTORE_API int KVStoreSetOptimizer(KVStoreHandle store, const char* spec);
 
+/* Writes the state of the store's built-in optimizer (every key's state arrays and update
+ * count, and the optimizer's spec) to the file `path`, in the versioned format of
+ * docs/OPTIMIZER-STATES.md. The file is written atomically: a temporary file beside it is
+ * synced and renamed over `path`, so `path` holds either the old content or the whole new
+ * one. Keys never updated have no state and are not in the file. Pushes on other threads
+ * wait while the state is copied. Errors: NULL_POINTER; NOT_SUPPORTED when the store has no
+ * built-in optimizer (set by KVStoreSetOptimizer; a callback updater's state is the
+ * caller's), and for the nccl and distributed stores (not yet); INVALID_ARGUMENT when the
+ * file cannot be written (the message names the path and the system's reason). */
+KVSTORE_API int KVStoreSaveOptimizerStates(KVStoreHandle store, const char* path);
+
+/* Replaces the state of the store's built-in optimizer with the state saved in `path` by
+ * KVStoreSaveOptimizerStates: afterwards the store's optimizer continues exactly as the
+ * saved one would have (bit for bit), and keys absent from the file start afresh. The
+ * optimizer must be the one the file was saved from (sgd, adam, ...); hyper-parameters such
+ * as learning_rate may differ (a schedule changes them). Everything is checked before
+ * anything changes; on error no state changes. Pushes on other threads wait while the state
+ * is replaced. Errors: NULL_POINTER; NOT_SUPPORTED as for KVStoreSaveOptimizerStates;
+ * INVALID_ARGUMENT for a file that cannot be read, is not a states file, has another format
+ * version, is truncated or corrupt (checksums), or was saved from another optimizer or with
+ * another number of state arrays per key; UNKNOWN_KEY for a key in the file that is not
+ * initialised in the store; KEY_KIND_MISMATCH for int keys in a string-key store or the
+ * reverse; DTYPE_MISMATCH and SHAPE_MISMATCH when a key's stored value differs from the
+ * weight the state was saved for. */
+KVSTORE_API int KVStoreLoadOptimizerStates(KVStoreHandle store, const char* path);
+
 /* Rank of this worker (0 for in-process stores). Errors: NULL_POINTER. */
 KVSTORE_API int KVStoreGetRank(KVStoreHandle store, int* out_rank);
 

@@ -474,6 +474,22 @@ int KVStoreSetOptimizer(KVStoreHandle store, const char* spec) {
   });
 }
 
+int KVStoreSaveOptimizerStates(KVStoreHandle store, const char* path) {
+  return Guard([&] {
+    const InCall in_call = EnterStore(store);
+    KV_REQUIRE(path, "path");
+    store->SaveOptimizerStates(path);
+  });
+}
+
+int KVStoreLoadOptimizerStates(KVStoreHandle store, const char* path) {
+  return Guard([&] {
+    const InCall in_call = EnterStore(store);
+    KV_REQUIRE(path, "path");
+    store->LoadOptimizerStates(path);
+  });
+}
+
 int KVStoreGetRank(KVStoreHandle store, int* out_rank) {
   return Guard([&] {
     const InCall in_call = EnterStore(store);

@@ -25,6 +25,7 @@
 
 #include "core/array.h"
 #include "optimizer/kernels.h"
+#include "optimizer/state_file.h"
 #include "optimizer/updater.h"
 
 namespace kvstore {
@@ -56,6 +57,11 @@ struct KeyState final : UpdateTxn::Staged {
 
   // The slot pointers of the first `num_slots` slots, in compute type C (float or double).
   template <typename C> Slots<C> SlotsFor(int num_slots);
+
+  // The committed state arrays, in slot order, each of shape {size}; none for integer
+  // weights. Requires `mu`. The saved form of a key (state_file.h): a new kind of state
+  // (another slot) is added here and in Restore, and the file format does not change.
+  std::vector<StateArray> SavedArrays(int num_slots) const;
 };
 template <> Slots<float> KeyState::SlotsFor<float>(int num_slots);
 template <> Slots<double> KeyState::SlotsFor<double>(int num_slots);
@@ -74,6 +80,20 @@ class StateTable {
   // was made for another dtype or size, std::bad_alloc when a new one cannot be allocated
   // (no entry is left then).
   KeyState* Get(int key, const char* str_key, const Array& stored, const void* host_weight);
+
+  // The committed state of every key that has one, keys ascending (ints, or strings in
+  // byte order); the weight shape of each record is {size} (the store knows the real one).
+  // The caller keeps updates out until it returns (no transaction may be open).
+  std::vector<KeyRecord> Save();
+  // Replaces every key's state with the records' (keys without a record get fresh state on
+  // their next update, as if never updated). First checks each record against this
+  // optimizer: `num_slots` arrays of the compute dtype of the record's weight dtype
+  // (float32 for float16/float32, float64 for float64, none for integers; float16 weights
+  // under multi_precision have the float32 master after the slots), each with as
+  // many elements as the weight; throws INVALID_ARGUMENT (naming `path`, the key and what
+  // differs) or std::bad_alloc, with no state changed. The caller keeps updates out, as
+  // for Save; the records are consumed.
+  void Restore(std::vector<KeyRecord>* records, const std::string& path);
 
  private:
   using StateKey = std::tuple<bool, int, std::string>;

@@ -35,6 +35,7 @@
 #include "optimizer/kernels.h"
 #include "optimizer/key_state.h"
 #include "optimizer/registry.h"
+#include "optimizer/states.h"
 
 namespace kvstore {
 namespace optimizer {
@@ -52,7 +53,7 @@ void CheckDTypeOf(const char* name, bool updates_integers, int dtype, const std:
            "rescale_grad=1 can)", name, key.c_str(), DTypeName(dtype));
 }
 
-class OptimizerUpdater final : public Updater {
+class OptimizerUpdater final : public Updater, public StateHolder {
  public:
   OptimizerUpdater(const OptimizerDef& def, const Hyper& hyper)
       : def_(def), hyper_(hyper), op_(OperatorValues(def, hyper)),
@@ -76,6 +77,17 @@ class OptimizerUpdater final : public Updater {
 
   int RecvDType(int dtype) const override {
     return multi_precision_ && dtype == KV_FLOAT16 ? KV_FLOAT32 : dtype;
+  }
+
+  // StateHolder (states.h): the optimizer must match; hyper-parameters may differ.
+  const char* OptimizerName() const override { return def_.name; }
+  std::string Spec() const override { return CanonicalSpec(def_, hyper_); }
+  std::vector<KeyRecord> SaveStates() override { return states_.Save(); }
+  void LoadStates(StatesFile* file, const std::string& path) override {
+    KV_CHECK(file->optimizer == def_.name, KV_ERR_INVALID_ARGUMENT,
+             "optimizer states file '%s' holds the state of %s but the store's optimizer is %s",
+             path.c_str(), file->spec.c_str(), Spec().c_str());
+    states_.Restore(&file->keys, path);
   }
 
  private:

@@ -23,6 +23,7 @@
 
 #include "comm/comm.h"
 #include "optimizer/recv_sum.h"
+#include "optimizer/states.h"
 #include "store/callback_updater.h"
 #include "store/store.h"
 
@@ -157,6 +158,60 @@ class LocalStore final : public Store {
     }
   }
 
+  // The state file's keys are the optimizer's; their weights' shapes are the entries'.
+  void SaveOptimizerStates(const std::string& path) override {
+    CheckNotInUpdater();
+    optimizer::StatesFile file;
+    {
+      std::shared_lock<std::shared_mutex> registry(registry_mu_);
+      std::shared_ptr<Updater> updater = CurrentUpdater(kind_);
+      optimizer::StateHolder* holder = HolderOf(updater.get(), "save_optimizer_states");
+      EntryLocks locks(AllEntriesLocked());  // no update runs until the copy is taken
+      file.optimizer = holder->OptimizerName();
+      file.spec = holder->Spec();
+      file.keys = holder->SaveStates();
+      for (optimizer::KeyRecord& r : file.keys) {
+        const Entry* e = FindRecordLocked(r);
+        KV_CHECK(e != nullptr, KV_ERR_INTERNAL, "the optimizer holds state for key %s, which store \"%s\" does not have",
+                 r.Name().c_str(), type().c_str());
+        r.shape = e->shape;
+        for (optimizer::StateArray& a : r.arrays) a.shape = e->shape;
+      }
+    }
+    optimizer::WriteStatesFile(path, file);
+  }
+
+  // Everything is checked (file, optimizer, keys, dtypes, shapes) before any state changes.
+  void LoadOptimizerStates(const std::string& path) override {
+    CheckNotInUpdater();
+    {
+      std::shared_lock<std::shared_mutex> registry(registry_mu_);
+      std::shared_ptr<Updater> updater = CurrentUpdater(kind_);
+      HolderOf(updater.get(), "load_optimizer_states");  // NOT_SUPPORTED before the file is read
+    }
+    optimizer::StatesFile file = optimizer::ReadStatesFile(path);
+    std::shared_lock<std::shared_mutex> registry(registry_mu_);
+    std::shared_ptr<Updater> updater = CurrentUpdater(kind_);
+    optimizer::StateHolder* holder = HolderOf(updater.get(), "load_optimizer_states");
+    for (const optimizer::KeyRecord& r : file.keys) {
+      const Entry* e = FindRecordLocked(r);
+      KV_CHECK(kind_ == KeyKind::kNone || (r.is_str == (kind_ == KeyKind::kStr)), KV_ERR_KEY_KIND_MISMATCH,
+               "optimizer states file '%s' has %s keys but store \"%s\" uses %s keys", path.c_str(),
+               r.is_str ? "string" : "int", type().c_str(), kind_ == KeyKind::kStr ? "string" : "int");
+      KV_CHECK(e != nullptr, KV_ERR_UNKNOWN_KEY,
+               "optimizer states file '%s' has state for key %s, which is not initialised in store \"%s\"",
+               path.c_str(), r.Name().c_str(), type().c_str());
+      KV_CHECK(r.dtype == e->dtype, KV_ERR_DTYPE_MISMATCH,
+               "optimizer states file '%s': key %s was saved for a %s weight but the stored value is %s",
+               path.c_str(), r.Name().c_str(), DTypeName(r.dtype), DTypeName(e->dtype));
+      KV_CHECK(r.shape == e->shape, KV_ERR_SHAPE_MISMATCH,
+               "optimizer states file '%s': key %s was saved for a weight of shape %s but the stored value has shape %s",
+               path.c_str(), r.Name().c_str(), ShapeToString(r.shape).c_str(), ShapeToString(e->shape).c_str());
+    }
+    EntryLocks locks(AllEntriesLocked());  // no update runs while the state is replaced
+    holder->LoadStates(&file, path);
+  }
+
   ~LocalStore() override {
     // Release callback registrations before the entries (free hooks may inspect nothing of
     // ours, but keep the order deterministic: callbacks first, then data).
@@ -176,6 +231,43 @@ class LocalStore final : public Store {
     KV_FAIL(KV_ERR_KEY_KIND_MISMATCH, "key %s is a%s key but this store uses %s keys; mixed key kinds are not allowed",
             keys.Name(0).c_str(), keys.kind == KeyKind::kStr ? " string" : "n int",
             kind_ == KeyKind::kStr ? "string" : "int");
+  }
+
+  // The updater a push of `kind` keys runs.
+  std::shared_ptr<Updater> CurrentUpdater(KeyKind kind) {
+    std::lock_guard<std::mutex> lock(updater_mu_);
+    return (kind == KeyKind::kStr && str_updater_) ? str_updater_ : updater_;
+  }
+
+  // The built-in optimizer behind `updater`; NOT_SUPPORTED for none or a callback updater.
+  optimizer::StateHolder* HolderOf(Updater* updater, const char* what) const {
+    auto* holder = dynamic_cast<optimizer::StateHolder*>(updater);
+    KV_CHECK(holder != nullptr, KV_ERR_NOT_SUPPORTED,
+             "%s: store \"%s\" has %s; only a built-in optimizer (set_optimizer) keeps state the "
+             "store can save (a callback updater's state is its own)", what, type().c_str(),
+             updater ? "a callback updater" : "no optimizer");
+    return holder;
+  }
+
+  // Requires registry_mu_ (either mode).
+  std::vector<Entry*> AllEntriesLocked() const {
+    std::vector<Entry*> all;
+    all.reserve(entries_.size());
+    for (const auto& entry : entries_) all.push_back(entry.second.get());
+    return all;
+  }
+
+  // Requires registry_mu_ (either mode). The entry of a states-file key, or nullptr.
+  Entry* FindRecordLocked(const optimizer::KeyRecord& r) const {
+    if (r.is_str != (kind_ == KeyKind::kStr)) return nullptr;
+    int id = r.key;
+    if (r.is_str) {
+      auto it = str_ids_.find(r.str_key);
+      if (it == str_ids_.end()) return nullptr;
+      id = it->second;
+    }
+    auto it = entries_.find(id);
+    return it == entries_.end() ? nullptr : it->second.get();
   }
 
   // Requires registry_mu_ (either mode). nullptr when the key is not initialised.
@@ -263,11 +355,7 @@ class LocalStore final : public Store {
 
   // Entries of `groups` are locked by the caller.
   void ExecutePush(KeyKind kind, std::vector<PushGroup>& groups) {
-    std::shared_ptr<Updater> updater;
-    {
-      std::lock_guard<std::mutex> lock(updater_mu_);
-      updater = (kind == KeyKind::kStr && str_updater_) ? str_updater_ : updater_;
-    }
+    std::shared_ptr<Updater> updater = CurrentUpdater(kind);
     if (!updater) {  // assign: nothing after validation can fail, write in place
       for (PushGroup& g : groups) comm_->Reduce(g.vals, g.entry->value.get());
       return;

@@ -84,6 +84,12 @@ struct KVStore_ {
   virtual void SetUpdater(std::shared_ptr<kvstore::Updater> updater) = 0;
   virtual void SetStrUpdater(std::shared_ptr<kvstore::Updater> updater) = 0;
   virtual void SetOptimizer(const std::string& spec);
+  // Writes the state of the store's built-in optimizer to `path` / replaces it with the
+  // state in `path` (docs/OPTIMIZER-STATES.md; kvstore.h says what is checked). Load checks
+  // everything before it changes anything. The default throws NOT_SUPPORTED naming the
+  // store type: only stores that hold their optimizer's state in this process override it.
+  virtual void SaveOptimizerStates(const std::string& path);
+  virtual void LoadOptimizerStates(const std::string& path);
 
   // Returns when every operation this store has queued has finished; throws the first
   // error of those not yet reported.

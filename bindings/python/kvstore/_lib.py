@@ -130,6 +130,8 @@ PROTOTYPES = {
     "KVStoreSetUpdater": (c_int, [KVStoreHandle, KVUpdater, c_void_p, KVFreeFn]),
     "KVStoreSetStrUpdater": (c_int, [KVStoreHandle, KVStrUpdater, c_void_p, KVFreeFn]),
     "KVStoreSetOptimizer": (c_int, [KVStoreHandle, c_char_p]),
+    "KVStoreSaveOptimizerStates": (c_int, [KVStoreHandle, c_char_p]),
+    "KVStoreLoadOptimizerStates": (c_int, [KVStoreHandle, c_char_p]),
     "KVStoreGetRank": (c_int, [KVStoreHandle, _P(c_int)]),
     "KVStoreGetGroupSize": (c_int, [KVStoreHandle, _P(c_int)]),
     "KVStoreBarrier": (c_int, [KVStoreHandle]),

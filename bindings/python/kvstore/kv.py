@@ -19,6 +19,7 @@ arrays passed to a running call stay alive until it returns (see ``ndarray._Hand
 """
 import atexit
 import numbers
+import os
 import threading
 import weakref
 from ctypes import byref, c_char_p, c_int
@@ -48,6 +49,15 @@ def _close_live_stores():
             store.close()
         except Exception:
             pass
+
+
+def _c_path(fname):
+    """A file name (str, bytes or path-like) as the library takes it: the file system's
+    encoding, as open() would use."""
+    path = os.fsencode(fname)
+    if b"\0" in path:
+        raise ValueError("file name %r contains a NUL character" % (fname,))
+    return path
 
 
 def _c_string(text, what):
@@ -390,6 +400,23 @@ class KVStore(object):
             raise TypeError("set_optimizer takes a spec string such as "
                             "'sgd(learning_rate=0.1)', not %s" % type(optimizer).__name__)
         self._call(LIB.KVStoreSetOptimizer, _c_string(optimizer, "optimizer spec"))
+
+    def save_optimizer_states(self, fname, dump_optimizer=False):
+        """Writes the state of the store's built-in optimizer to the file ``fname`` (a str
+        or path-like), atomically, in the format of docs/OPTIMIZER-STATES.md.
+        ``dump_optimizer`` is accepted for compatibility with MXNet and ignored: the file
+        always records the optimizer's spec. Raises NotSupportedError when the store has no
+        built-in optimizer (see set_optimizer) or keeps its state elsewhere."""
+        del dump_optimizer  # the spec is always in the file
+        self._call(LIB.KVStoreSaveOptimizerStates, _c_path(fname))
+
+    def load_optimizer_states(self, fname):
+        """Replaces the state of the store's built-in optimizer with the state saved in
+        ``fname`` by save_optimizer_states; training then continues exactly as it would have
+        from the save. Everything is checked first: a corrupt or truncated file, another
+        optimizer, a key the store lacks or a key whose shape or dtype differs raises (an
+        InvalidArgumentError, UnknownKeyError, ShapeMismatchError, ...) and changes nothing."""
+        self._call(LIB.KVStoreLoadOptimizerStates, _c_path(fname))
 
     # -- synchronisation, distributed -------------------------------------------------------
     def _barrier(self):
