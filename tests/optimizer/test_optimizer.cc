@@ -843,8 +843,7 @@ std::vector<uint16_t> PullHalves(KVStoreHandle store, size_t n) {
 // with the float32 sum of the 3 gradients (each converted, summed left to right), rounded
 // to float16 after every step; every bit is compared. The same pushes without
 // multi_precision must end elsewhere (the lost sub-ulp updates and the float16-rounded sums).
-void CheckMultiPrecision(RefSpec r, const char* store_type) {
-  const size_t n = 517;
+void CheckMultiPrecision(RefSpec r, const char* store_type, size_t n = 517) {
   std::vector<uint16_t> w16(n);
   for (size_t i = 0; i < n; ++i) {
     w16[i] = RefHalf(static_cast<float>(2.0 * std::sin(0.37 * static_cast<double>(i))));
@@ -914,6 +913,18 @@ void TestMultiPrecisionMatchesFloat32() {
       }
     }
   }
+}
+
+void TestMultiPrecisionLargeArray() {
+  // 2^19 + 7 elements: the float32 sum and the update both take the worker pool's parallel
+  // path (ctest sets KVSTORE_CPU_THREADS=4; both pass 4 MiB of traffic), and the bits must
+  // still be those of the serial reference.
+  RefSpec sgd{RefKind::kSgd, 0.01, 0.01, 0.3, 0.75};
+  sgd.momentum = 0.9;
+  CheckMultiPrecision(sgd, "local", (size_t{1} << 19) + 7);
+  RefSpec adam{RefKind::kAdam, 0.01, 0.01, 0.3, -1};
+  adam.eps = 1e-3;
+  CheckMultiPrecision(adam, "local", (size_t{1} << 19) + 7);
 }
 
 void TestMultiPrecisionSumsInFloat32() {
@@ -1246,6 +1257,7 @@ const Case kCases[] = {
     {"float16_state_is_float", TestFloat16StateIsFloat},
     {"multi_precision_matches_float32", TestMultiPrecisionMatchesFloat32},
     {"multi_precision_sums_in_float32", TestMultiPrecisionSumsInFloat32},
+    {"multi_precision_large_array", TestMultiPrecisionLargeArray},
     {"multi_precision_failed_push_keeps_master", TestMultiPrecisionFailedPushKeepsMaster},
     {"multi_precision_wide_unaffected", TestMultiPrecisionWideUnaffected},
     {"concurrent_keys", TestConcurrentKeys},
