@@ -377,6 +377,38 @@ object ScalaConformance {
       check("disposed once no call runs", v.isDisposed && out.isDisposed)
     }
 
+    // Optimizer states: resuming from a saved state is bit-identical to training on; a
+    // truncated file is refused and changes nothing.
+    scenario("optimizer states: save, load, resume") {
+      def job(w0: Array[Float]): KVStore = {
+        val kv = KVStore.create("local")
+        kv.setOptimizer("adam(learning_rate=0.01)")
+        kv.init(0, NDArray.zeros(s23).set(w0))
+        kv
+      }
+      def train(kv: KVStore, from: Int, to: Int): Unit =
+        for (step <- from until to)
+          kv.push(0, NDArray.zeros(s23).set(Array.tabulate(6)(i => math.sin((i + 1) * (step + 1)).toFloat)))
+      def weights(kv: KVStore): Seq[Float] = { val o = NDArray.zeros(s23); kv.pull(0, o); o.toArray.toSeq }
+      val file = java.nio.file.Files.createTempFile("kvstates", ".kvos")
+      val w0 = Array[Float](1, 2, 3, 4, 5, 6)
+      val whole = job(w0); train(whole, 0, 5)
+      val first = job(w0); train(first, 0, 3)
+      first.saveOptimizerStates(file.toString)
+      val second = job(weights(first).toArray)
+      second.loadOptimizerStates(file.toString)
+      train(second, 3, 5)
+      check("resumed weights bit-identical", weights(second) == weights(whole))
+      val bytes = java.nio.file.Files.readAllBytes(file)
+      java.nio.file.Files.write(file, bytes.take(bytes.length - 1))
+      checkMessage("truncated file", expectThrows[KVInvalidArgumentException]("truncated file")(
+        first.loadOptimizerStates(file.toString)), "truncated")
+      train(first, 3, 5)
+      check("a refused load changed nothing", weights(first) == weights(whole))
+      java.nio.file.Files.delete(file)
+      Seq(whole, first, second).foreach(_.dispose())
+    }
+
     println(s"$passed passed, $failed failed")
     sys.exit(if (failed == 0) 0 else 1)
   }

@@ -284,6 +284,28 @@ sub set_optimizer {
   return $self;
 }
 
+# Writes the state of the built-in optimizer (set_optimizer) to the file $fname, atomically,
+# in the format of docs/OPTIMIZER-STATES.md. $dump_optimizer is accepted as the reference
+# accepts it and ignored: the file always records the optimizer's spec.
+sub save_optimizer_states {
+  my ($self, $fname, $dump_optimizer) = @_;
+  KVStore::Error->invalid('save_optimizer_states: the file name must be a string')
+    if !defined $fname || ref $fname;
+  KVStore::Error->check(KVStore::Raw::KVStoreSaveOptimizerStates($self->_handle, $fname));
+  return $self;
+}
+
+# Replaces the built-in optimizer's state with the one saved in $fname; training then goes
+# on exactly as from the save. A bad file or a mismatch with this store croaks and changes
+# nothing.
+sub load_optimizer_states {
+  my ($self, $fname) = @_;
+  KVStore::Error->invalid('load_optimizer_states: the file name must be a string')
+    if !defined $fname || ref $fname;
+  KVStore::Error->check(KVStore::Raw::KVStoreLoadOptimizerStates($self->_handle, $fname));
+  return $self;
+}
+
 sub _barrier {
   my ($self) = @_;
   KVStore::Error->check(KVStore::Raw::KVStoreBarrier($self->_handle));

@@ -195,6 +195,37 @@ public final class KVStore implements AutoCloseable {
     call((h, u, v) -> KVStoreLib.KVStoreSetOptimizer(h, spec));
   }
 
+  /**
+   * Writes the state of the store's built-in optimizer to the file {@code path}, atomically, in
+   * the format of docs/OPTIMIZER-STATES.md. Throws KVNotSupportedException when the store has no
+   * built-in optimizer ({@link #setOptimizer}) or keeps its state elsewhere, and
+   * KVInvalidArgumentException when the file cannot be written.
+   */
+  public void saveOptimizerStates(String path) {
+    call((h, u, v) -> KVStoreLib.KVStoreSaveOptimizerStates(h, path));
+  }
+
+  /** {@link #saveOptimizerStates(String)} with a {@link java.nio.file.Path}. */
+  public void saveOptimizerStates(java.nio.file.Path path) {
+    saveOptimizerStates(path.toString());
+  }
+
+  /**
+   * Replaces the state of the store's built-in optimizer with the state saved in {@code path};
+   * training then continues exactly as it would have from the save. Everything is checked
+   * first: a corrupt or truncated file, another optimizer (KVInvalidArgumentException), a key
+   * the store lacks (KVUnknownKeyException), another shape or dtype (KVShapeMismatchException,
+   * KVDtypeMismatchException) change nothing.
+   */
+  public void loadOptimizerStates(String path) {
+    call((h, u, v) -> KVStoreLib.KVStoreLoadOptimizerStates(h, path));
+  }
+
+  /** {@link #loadOptimizerStates(String)} with a {@link java.nio.file.Path}. */
+  public void loadOptimizerStates(java.nio.file.Path path) {
+    loadOptimizerStates(path.toString());
+  }
+
   // ------------------------------------------------------------------------------------------
   // Updaters
 

@@ -132,6 +132,21 @@
   (with-errors (.setOptimizer kv spec))
   kv)
 
+(defn save-optimizer-states
+  "Writes the state of the built-in optimizer (set-optimizer) to the file fname, atomically,
+  in the format of docs/OPTIMIZER-STATES.md. Returns kv."
+  [^KVStore kv fname]
+  (with-errors (.saveOptimizerStates kv (str fname)))
+  kv)
+
+(defn load-optimizer-states
+  "Replaces the built-in optimizer's state with the one saved in fname; training then goes on
+  exactly as from the save. A bad file or a mismatch with this store throws and changes
+  nothing. Returns kv."
+  [^KVStore kv fname]
+  (with-errors (.loadOptimizerStates kv (str fname)))
+  kv)
+
 (defn set-updater
   "Sets (fn [key recv stored] ...) as the updater, for int and string keys alike: it receives
   the key as given (an integer or a string) and merges recv into stored in place, e.g. with

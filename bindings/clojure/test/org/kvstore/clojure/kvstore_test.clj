@@ -285,3 +285,39 @@
     (kvstore/dispose kv)
     (ndarray/dispose v)
     (is (.isClosed v) "disposed once no call runs")))
+
+(deftest optimizer-states-resume
+  ;; Resuming from saved optimizer states is bit-identical to training on; a truncated file is
+  ;; refused and changes nothing.
+  (let [job (fn [w0]
+              (doto (kvstore/create "local")
+                (kvstore/set-optimizer "adam(learning_rate=0.01)")
+                (kvstore/init 0 (ndarray/array w0 shape))))
+        train (fn [kv from to]
+                (doseq [step (range from to)]
+                  (kvstore/push kv 0 (ndarray/array (map #(Math/sin (* (inc %) (inc step))) (range 6))
+                                                    shape))))
+        weights (fn [kv] (let [o (ndarray/zeros shape)] (kvstore/pull kv 0 o) (ndarray/->vec o)))
+        file (java.io.File/createTempFile "kvstates" ".kvos")
+        w0 [1 2 3 4 5 6]
+        whole (job w0)
+        first-job (job w0)]
+    (train whole 0 5)
+    (train first-job 0 3)
+    (kvstore/save-optimizer-states first-job file)
+    (let [second-job (job (weights first-job))]
+      (kvstore/load-optimizer-states second-job (.getPath file))
+      (train second-job 3 5)
+      (is (= (weights whole) (weights second-job)) "resumed weights bit-identical")
+      (kvstore/dispose second-job))
+    (let [bytes (java.nio.file.Files/readAllBytes (.toPath file))]
+      (java.nio.file.Files/write (.toPath file) (java.util.Arrays/copyOf bytes (dec (alength bytes)))
+                                 (make-array java.nio.file.OpenOption 0)))
+    (let [e (caught #(kvstore/load-optimizer-states first-job file))]
+      (is (= "KV_ERR_INVALID_ARGUMENT" (:name (ex-data e))))
+      (is (str/includes? (ex-message e) "truncated") (ex-message e)))
+    (train first-job 3 5)
+    (is (= (weights whole) (weights first-job)) "a refused load changed nothing")
+    (.delete file)
+    (kvstore/dispose whole)
+    (kvstore/dispose first-job)))

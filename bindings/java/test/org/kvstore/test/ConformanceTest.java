@@ -27,6 +27,7 @@ import org.kvstore.KVErrors;
 import org.kvstore.KVInvalidArgumentException;
 import org.kvstore.KVKeyKindMismatchException;
 import org.kvstore.KVLibrary;
+import org.kvstore.KVNotSupportedException;
 import org.kvstore.KVNullPointerException;
 import org.kvstore.KVShapeMismatchException;
 import org.kvstore.KVStore;
@@ -152,6 +153,7 @@ public final class ConformanceTest {
     scenario("views keep the array's memory alive after the Cleaner ran", ConformanceTest::viewAfterCleaner);
     scenario("closing a store or an array during a call on it is refused (BUSY)", ConformanceTest::closeDuringCall);
     scenario("close racing calls on other threads", ConformanceTest::closeRacingCalls);
+    scenario("optimizer states: save, load, resume bit-identically", ConformanceTest::optimizerStates);
     System.out.println(passed + " passed, " + failed + " failed");
     System.exit(failed == 0 ? 0 : 1);
   }
@@ -160,6 +162,68 @@ public final class ConformanceTest {
 
   private static Context gpuOrCpu(int i) {
     return i < KVLibrary.gpuCount() ? Context.gpu(i) : Context.cpu(i);
+  }
+
+  private static final String STATES_SPEC = "adam(learning_rate=0.01,wd=0.001)";
+
+  /** A store with the optimizer and key 0 initialised to {@code w0}, trained steps [from, to). */
+  private static KVStore statesJob(float[] w0, int from, int to) {
+    KVStore kv = KVStore.create("local");
+    kv.setOptimizer(STATES_SPEC);
+    try (NDArray w = NDArray.create(w0, S23)) {
+      kv.init(0, w);
+    }
+    statesTrain(kv, from, to);
+    return kv;
+  }
+
+  private static void statesTrain(KVStore kv, int from, int to) {
+    for (int step = from; step < to; ++step) {
+      float[] g = new float[6];
+      for (int i = 0; i < 6; ++i) g[i] = (float) Math.sin((i + 1) * (step + 1));
+      try (NDArray grad = NDArray.create(g, S23)) {
+        kv.push(0, grad);
+      }
+    }
+  }
+
+  private static float[] statesWeights(KVStore kv) {
+    try (NDArray out = NDArray.zeros(S23)) {
+      kv.pull(0, out);
+      return out.toFloatArray();
+    }
+  }
+
+  static void optimizerStates() throws IOException {
+    float[] w0 = {1, 2, 3, 4, 5, 6};
+    java.nio.file.Path dir = Files.createTempDirectory("kvstates");
+    java.nio.file.Path file = dir.resolve("states.kvos");
+    try (KVStore whole = statesJob(w0, 0, 5); KVStore first = statesJob(w0, 0, 3)) {
+      first.saveOptimizerStates(file);
+      try (KVStore second = statesJob(statesWeights(first), 3, 3)) {
+        second.loadOptimizerStates(file.toString());
+        statesTrain(second, 3, 5);
+        check("resumed weights bit-identical to the uninterrupted run",
+            Arrays.equals(statesWeights(second), statesWeights(whole)));
+      }
+      // A truncated file is refused and changes nothing: the store trains on as before.
+      byte[] bytes = Files.readAllBytes(file);
+      java.nio.file.Path bad = dir.resolve("bad.kvos");
+      Files.write(bad, Arrays.copyOf(bytes, bytes.length - 3));
+      KVInvalidArgumentException e = expectThrows("truncated file", KVInvalidArgumentException.class,
+          () -> first.loadOptimizerStates(bad));
+      checkMessage("truncated file", e, "bad.kvos", "truncated");
+      statesTrain(first, 3, 5);
+      check("a refused load changed nothing", Arrays.equals(statesWeights(first), statesWeights(whole)));
+      Files.delete(bad);
+    } finally {
+      Files.deleteIfExists(file);
+      Files.delete(dir);
+    }
+    try (KVStore plain = KVStore.create("local")) {
+      expectThrows("no optimizer", KVNotSupportedException.class,
+          () -> plain.saveOptimizerStates(file));
+    }
   }
 
   static void c1Tutorial() {

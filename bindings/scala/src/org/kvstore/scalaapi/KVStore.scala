@@ -53,6 +53,14 @@ final class KVStore private (val java: JKVStore) extends AutoCloseable {
   /** A built-in optimizer as the updater, e.g. "sgd(learning_rate=0.1)". */
   def setOptimizer(spec: String): Unit = java.setOptimizer(spec)
 
+  /** Writes the state of the built-in optimizer to `fname`, atomically, in the format of
+   *  docs/OPTIMIZER-STATES.md (KVNotSupportedException without a built-in optimizer). */
+  def saveOptimizerStates(fname: String): Unit = java.saveOptimizerStates(fname)
+
+  /** Replaces the built-in optimizer's state with the one saved in `fname`; a bad file or a
+   *  mismatch with this store throws and changes nothing. */
+  def loadOptimizerStates(fname: String): Unit = java.loadOptimizerStates(fname)
+
   def init(key: Int, value: NDArray): Unit = java.init(key, value.java)
   def init(keys: Array[Int], values: Array[NDArray]): Unit = java.init(keys, js(values))
   def init(key: String, value: NDArray): Unit = java.init(key, value.java)
