@@ -14,7 +14,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <atomic>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "../common/arrays.h"
@@ -393,6 +395,35 @@ void not_supported() {
             "/nonexistent/dir/states.kvos");
 }
 
+// Saves and loads while other threads push: each call holds every key, so pushes wait and
+// nothing deadlocks; a file saved mid-training is a consistent state (it loads).
+void concurrent_pushes() {
+  const std::string path = TempPath("concurrent");
+  Job job("local", "adam(learning_rate=0.01)", MixedKeys());
+  job.Train(1);
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> pushers;
+  for (size_t i = 0; i < job.keys.size(); ++i) {
+    pushers.emplace_back([&job, &stop, i] {
+      const KeyDef& k = job.keys[i];
+      int pushes = 0;
+      while (!stop.load() || pushes < 50) {
+        KVArrayHandle g = MakeArray(k, 0.25 * pushes++);
+        CHECK_OK(KVStorePush(job.h, 1, &k.key, &g, 0));
+        KVArrayFree(g);
+        if (pushes > 100000) break;
+      }
+    });
+  }
+  for (int round = 0; round < 50; ++round) {
+    CHECK_OK(KVStoreSaveOptimizerStates(job.h, path.c_str()));
+    CHECK_OK(KVStoreLoadOptimizerStates(job.h, path.c_str()));
+  }
+  stop.store(true);
+  for (std::thread& t : pushers) t.join();
+  std::remove(path.c_str());
+}
+
 struct Case {
   const char* name;
   void (*fn)();
@@ -405,6 +436,7 @@ const Case kCases[] = {
     {"resume_device_store", resume_device_store}, {"save_is_deterministic", save_is_deterministic},
     {"corrupt_file", corrupt_file}, {"truncated_file", truncated_file}, {"wrong_spec", wrong_spec},
     {"missing_key", missing_key}, {"wrong_shape", wrong_shape}, {"not_supported", not_supported},
+    {"concurrent_pushes", concurrent_pushes},
 };
 
 }  // namespace
