@@ -47,7 +47,7 @@ cmake --build "$root/tsan" -j"$jobs" --target test_capi_threads test_capi_store 
 tsan_tests='capi_threads|capi_store|unit_reduce'
 if grep -qs dist_zerocopy "$root/tsan/tests/dist/CTestTestfile.cmake"; then
   cmake --build "$root/tsan" -j"$jobs" --target dist_worker kvstore-server test_ps_send_queue \
-    test_rounds test_ordering test_failures test_control test_harness
+    inprocess_tests
   tsan_tests="$tsan_tests|dist_zerocopy|dist_sync_w2_s2\$|dist_killed_server|unit_ps_send_queue|inprocess_"
 fi
 # Debian's libzmq is not instrumented: its internal synchronisation is suppressed.
