@@ -38,13 +38,14 @@
 %apply KVStoreHandle* KVSWIG_NEW_HANDLE { KVStoreHandle* out };
 
 %apply int* KVSWIG_OUT_INT { int* out_count, int* out_ndim, int* out_dtype, int* out_dev_type,
-                             int* out_dev_id, int* out_rank, int* out_size, int* out_number };
+                             int* out_dev_id, int* out_rank, int* out_size, int* out_number,
+                             int* out_capable };
 %apply int64_t* KVSWIG_OUT_INT64 { int64_t* out_size };
 %apply size_t* KVSWIG_OUT_SIZE { size_t* out_nbytes };
 %apply const char** KVSWIG_OUT_STRING { const char** out_type };
 
 %apply const char* KVSWIG_IN_STRING { const char* type, const char* spec, const char* body,
-                                      const char* path };
+                                      const char* path, const char* capability };
 
 %apply (const int64_t* KVSWIG_SHAPE, int KVSWIG_NDIM) { (const int64_t* shape, int ndim) };
 %apply (const void* KVSWIG_DATA_IN, size_t KVSWIG_NBYTES) { (const void* data, size_t nbytes) };

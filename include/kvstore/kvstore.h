@@ -379,6 +379,22 @@ KVSTORE_API int KVStoreSaveOptimizerStates(KVStoreHandle store, const char* path
  * weight the state was saved for. */
 KVSTORE_API int KVStoreLoadOptimizerStates(KVStoreHandle store, const char* path);
 
+/* Capability names for KVStoreIsCapable (the reference's KVStoreBase.OPTIMIZER). */
+#define KV_CAPABILITY_OPTIMIZER "optimizer"
+
+/* Whether the store has `capability`, a name (case-insensitive, as store types are):
+ * *out_capable receives 1 or 0.
+ * Known names:
+ *   "optimizer" - KVStoreSetOptimizer installs a built-in optimizer that runs where the
+ *                 stored values live: in the calling process for local, device and nccl
+ *                 stores, on the servers for the dist_* stores (a worker ships the spec), in
+ *                 the server program for a server process's store. 1 for every store type.
+ * The answer belongs to the store: it does not change while the store lives, and the call
+ * neither waits for pending operations nor talks to other processes.
+ * Errors: NULL_POINTER (store, capability, out_capable), INVALID_ARGUMENT (a name not
+ * listed above; the message lists the known ones). On error *out_capable is unchanged. */
+KVSTORE_API int KVStoreIsCapable(KVStoreHandle store, const char* capability, int* out_capable);
+
 /* Rank of this worker (0 for in-process stores). Errors: NULL_POINTER. */
 KVSTORE_API int KVStoreGetRank(KVStoreHandle store, int* out_rank);
 

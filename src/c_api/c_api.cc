@@ -1,11 +1,13 @@
 // c_api.cc - the extern "C" shims: check arguments, translate handles, run, and turn every
-// failure into a return code plus the thread's last-error message. Nothing thrown inside the
-// library crosses this boundary.
+// failure into a return code plus the thread's last-error message (guard.h). Nothing thrown
+// inside the library crosses this boundary. Queries about a store's capabilities are in
+// capabilities.cc.
 #include <cstring>
 #include <new>
 #include <string>
 #include <vector>
 
+#include "c_api/guard.h"
 #include "core/device.h"
 #include "kvstore_features.h"
 #include "store/callback_updater.h"
@@ -16,46 +18,12 @@ using kvstore::Array;
 using kvstore::KeyList;
 using kvstore::Store;
 
+using kvstore::capi::EnterArray;
+using kvstore::capi::EnterStore;
+using kvstore::capi::Guard;
+using kvstore::capi::InCall;
+
 namespace {
-
-thread_local std::string tls_last_error;
-
-int SetLastError(int code, const char* message) {
-  tls_last_error.assign(message);
-  return code;
-}
-
-// Runs `body` and maps what it throws onto the error table.
-template <typename Body>
-int Guard(Body&& body) noexcept {
-  try {
-    body();
-    return KV_OK;
-  } catch (const kvstore::Error& e) {
-    return SetLastError(e.code(), e.what());
-  } catch (const std::bad_alloc&) {
-    return SetLastError(KV_ERR_OUT_OF_MEMORY, "out of memory");
-  } catch (const std::exception& e) {
-    return SetLastError(KV_ERR_INTERNAL, e.what());
-  } catch (...) {
-    return SetLastError(KV_ERR_INTERNAL, "unknown internal error");
-  }
-}
-
-#define KV_REQUIRE(ptr, name) KV_CHECK((ptr) != nullptr, KV_ERR_NULL_POINTER, "%s is NULL", name)
-
-using InCall = kvstore::CallGate::Scope;
-
-// Checks a handle argument and holds it in use for the rest of the call, so that freeing it
-// meanwhile (from another thread, or from the store's own callback) is refused.
-InCall EnterStore(KVStoreHandle store) {
-  KV_REQUIRE(store, "store");
-  return InCall(store->call_gate(), "store");
-}
-InCall EnterArray(KVArrayHandle array, const char* name) {
-  KV_REQUIRE(array, name);
-  return InCall(array->call_gate(), name);
-}
 
 // Waits for pending asynchronous writes into an array before it is read.
 Array* Ready(KVArrayHandle a) {
@@ -202,7 +170,7 @@ int KVGetGpuCount(int* out_count) {
   });
 }
 
-const char* KVGetLastError(void) { return tls_last_error.c_str(); }
+const char* KVGetLastError(void) { return kvstore::capi::LastError().c_str(); }
 
 const char* KVErrorName(int code) {
   if (code == KV_OK) return "KV_OK";

@@ -352,8 +352,46 @@ static void test_errors_leave_store_unchanged(void) {
 #undef UNCHANGED
 }
 
+/* KVStoreIsCapable: "optimizer" (in any case) for every in-process type; an unknown name is
+ * refused with the known ones listed and leaves *out_capable alone. */
+static void test_capabilities(void) {
+  const char* types[] = {"local", "local_update_cpu", "local_allreduce_cpu", "device", "local_allreduce_device"};
+  for (int i = 0; i < 5; ++i) {
+    KVStoreHandle kv = NULL;
+    CHECK_OK(KVStoreCreate(types[i], &kv));
+    int has = -1;
+    CHECK_OK(KVStoreIsCapable(kv, KV_CAPABILITY_OPTIMIZER, &has));
+    CHECK(has == 1);
+    has = -1;
+    CHECK_OK(KVStoreIsCapable(kv, "OPTIMIZER", &has)); /* names are case-insensitive */
+    CHECK(has == 1);
+    has = -1;
+    CHECK_ERR(KVStoreIsCapable(kv, "optimizers", &has), KV_ERR_INVALID_ARGUMENT,
+              "unknown capability \"optimizers\"; known capabilities: \"optimizer\"");
+    CHECK(has == -1);
+    CHECK_ERR(KVStoreIsCapable(kv, "", &has), KV_ERR_INVALID_ARGUMENT, "\"optimizer\"");
+    CHECK_ERR(KVStoreIsCapable(kv, NULL, &has), KV_ERR_NULL_POINTER, "capability");
+    CHECK_ERR(KVStoreIsCapable(kv, "optimizer", NULL), KV_ERR_NULL_POINTER, "out_capable");
+    CHECK(has == -1);
+    CHECK_OK(KVStoreFree(kv));
+  }
+  int has = -1;
+  CHECK_ERR(KVStoreIsCapable(NULL, "optimizer", &has), KV_ERR_NULL_POINTER, "store");
+  if (KVHasFeature(KV_FEATURE_NCCL) && KVHasFeature(KV_FEATURE_CUDA)) {
+    int gpus = 0;
+    KVGetGpuCount(&gpus);
+    KVStoreHandle kv = NULL;
+    if (gpus > 0 && KVStoreCreate("nccl", &kv) == 0) {
+      CHECK_OK(KVStoreIsCapable(kv, "optimizer", &has));
+      CHECK(has == 1);
+      CHECK_OK(KVStoreFree(kv));
+    }
+  }
+}
+
 int main(void) {
   test_types();
+  test_capabilities();
   test_push_pull_semantics();
   test_many_keys();
   test_dtypes();

@@ -420,6 +420,13 @@ static int Api(KVStoreHandle kv) {
   REQUIRE(rc == KV_ERR_KEY_KIND_MISMATCH, "mixed kinds: %s", KVErrorName(rc));
   rc = KVStoreSetOptimizer(kv, "no_such_optimizer(lr=1)");
   REQUIRE(rc == KV_ERR_INVALID_ARGUMENT, "bad optimizer: %s", KVErrorName(rc));
+  /* Workers run built-in optimizers (on the servers); unknown capabilities are refused. */
+  int capable = -1;
+  REQUIRE_OK(KVStoreIsCapable(kv, KV_CAPABILITY_OPTIMIZER, &capable));
+  REQUIRE(capable == 1, "is_capable(optimizer) on a worker: %d", capable);
+  rc = KVStoreIsCapable(kv, "row_sparse?", &capable);
+  REQUIRE(rc == KV_ERR_INVALID_ARGUMENT && capable == 1 && strstr(KVGetLastError(), "\"optimizer\""),
+        "unknown capability: %s %s", KVErrorName(rc), KVGetLastError());
   rc = KVStoreSetUpdater(kv, NULL, NULL, NULL);
   REQUIRE(rc == KV_ERR_NOT_SUPPORTED, "set_updater on a worker: %s", KVErrorName(rc));
   /* A refused registration leaves user_data with the caller: its free hook never runs. */
@@ -891,6 +898,9 @@ int main(int argc, char** argv) {
       pthread_create(&watch, NULL, SchedulerSuicideWatch, NULL);
     }
     REQUIRE_OK(KVStoreCreate(type, &kv));
+    int capable = -1; /* a server program installs optimizers on its own store too */
+    REQUIRE_OK(KVStoreIsCapable(kv, KV_CAPABILITY_OPTIMIZER, &capable));
+    REQUIRE(capable == 1, "is_capable(optimizer) on a %s: %d", KVIsServerNode() ? "server" : "scheduler", capable);
     int commands = 0;
     int rc = KVStoreRunServer(kv, Controller, &commands);
     if (rc != 0) fprintf(stderr, "RunServer: %s: %s\n", KVErrorName(rc), KVGetLastError());

@@ -13,6 +13,7 @@ package KVStore;
 # mx->kv     KVStore::KV (create)            -> KVStore::Store
 # mx->nd     KVStore::NDArray (zeros, ones, full, empty, array)
 # mx->cpu(i), mx->gpu(i)                      -> KVStore::Context
+# mx->optimizer KVStore::Optimizer (create, ::SGD->new, ...)
 # Errors are KVStore::Error objects (see KVStore::Error).
 
 use strict;
@@ -52,6 +53,7 @@ sub nd       {'KVStore::NDArray'}
 sub cpu      { my ($class, $id) = @_; KVStore::Context->cpu($id) }
 sub gpu      { my ($class, $id) = @_; KVStore::Context->gpu($id) }
 sub Context  {'KVStore::Context'}
+sub optimizer {'KVStore::Optimizer'}
 sub num_gpus { KVStore::Context::num_gpus() }
 
 package KVStore::KV;

@@ -132,6 +132,7 @@ PROTOTYPES = {
     "KVStoreSetOptimizer": (c_int, [KVStoreHandle, c_char_p]),
     "KVStoreSaveOptimizerStates": (c_int, [KVStoreHandle, c_char_p]),
     "KVStoreLoadOptimizerStates": (c_int, [KVStoreHandle, c_char_p]),
+    "KVStoreIsCapable": (c_int, [KVStoreHandle, c_char_p, _P(c_int)]),
     "KVStoreGetRank": (c_int, [KVStoreHandle, _P(c_int)]),
     "KVStoreGetGroupSize": (c_int, [KVStoreHandle, _P(c_int)]),
     "KVStoreBarrier": (c_int, [KVStoreHandle]),

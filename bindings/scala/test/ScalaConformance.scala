@@ -7,7 +7,8 @@ import scala.collection.mutable.ArrayBuffer
 import scala.reflect.ClassTag
 
 import org.kvstore._
-import org.kvstore.scalaapi.{Context, KVStore, MXKVStoreUpdater, NDArray, Shape}
+import org.kvstore.scalaapi.{Adam, AdaGrad, Context, KVStore, MXKVStoreUpdater, NAG, NDArray, RMSProp, SGD,
+                             Shape, Test}
 
 object ScalaConformance {
   private var passed = 0
@@ -407,6 +408,32 @@ object ScalaConformance {
       check("a refused load changed nothing", weights(first) == weights(whole))
       java.nio.file.Files.delete(file)
       Seq(whole, first, second).foreach(_.dispose())
+    }
+
+    scenario("isCapable and optimizer objects") {
+      val kv = KVStore.create("local")
+      check("local is capable of optimizers", kv.isCapable(KVStore.OPTIMIZER))
+      checkMessage("unknown capability",
+                   expectThrows[KVInvalidArgumentException]("unknown capability")(kv.isCapable("sparse")),
+                   "sparse", "\"optimizer\"")
+      checkEq("sgd spec", "sgd(learning_rate=0.5,momentum=0.25)",
+              new SGD(learningRate = 0.5, momentum = 0.25f).spec)
+      checkEq("defaults are not given", "adam", new Adam().spec)
+      checkEq("rmsprop flag", "rmsprop(gamma1=0.8,centered=1)", new RMSProp(gamma1 = 0.8, centered = true).spec)
+      checkEq("adagrad epsilon is its eps", "adagrad(eps=1.0E-6)", new AdaGrad(epsilon = 1e-6).spec)
+      checkMessage("out of range at construction",
+                   expectThrows[KVInvalidArgumentException]("momentum 2")(new NAG(momentum = 2)), "momentum")
+      kv.init(3, NDArray.ones(s23))
+      kv.setOptimizer(new Test(rescaleGrad = 2))
+      kv.push(3, filled(3))
+      val out = NDArray.zeros(s23)
+      kv.pull(3, out = out)
+      checkAll("test optimizer object ran", 7f, out)
+      kv.setOptimizer(new SGD(learningRate = 0.5))
+      kv.push(3, filled(2))
+      kv.pull(3, out = out)
+      checkAll("sgd object ran", 6f, out)
+      kv.dispose()
     }
 
     println(s"$passed passed, $failed failed")

@@ -26,6 +26,7 @@ use Scalar::Util qw(blessed);
 use KVStore::Raw ();
 use KVStore::Error;
 use KVStore::NDArray;
+use KVStore::Optimizer;
 
 my $INT_KEY = qr/\A(?:0|-?[1-9][0-9]*)\z/;    # canonical integers only: "03" is a string
 
@@ -269,11 +270,13 @@ sub _set_updater {
 
 sub set_updater { my ($self, @args) = @_; return $self->_set_updater(@args) }
 
-# A built-in optimizer from a spec string ('sgd(learning_rate=0.1,momentum=0.9)'), or from
-# a name and a hash ref of parameters: set_optimizer(sgd => {learning_rate => 0.1}).
+# A built-in optimizer from a spec string ('sgd(learning_rate=0.1,momentum=0.9)'), from
+# a name and a hash ref of parameters: set_optimizer(sgd => {learning_rate => 0.1}), or from
+# a KVStore::Optimizer object: set_optimizer(KVStore::Optimizer::SGD->new(learning_rate => 0.1)).
 sub set_optimizer {
   my ($self, $spec, $params) = @_;
-  KVStore::Error->invalid('set_optimizer: the spec must be a string')
+  $spec = $spec->spec if blessed $spec && $spec->isa('KVStore::Optimizer') && !defined $params;
+  KVStore::Error->invalid('set_optimizer: the spec must be a string or a KVStore::Optimizer')
     if !defined $spec || ref $spec;
   if (defined $params) {
     KVStore::Error->invalid('set_optimizer: parameters must be a hash ref')
@@ -304,6 +307,20 @@ sub load_optimizer_states {
     if !defined $fname || ref $fname;
   KVStore::Error->check(KVStore::Raw::KVStoreLoadOptimizerStates($self->_handle, $fname));
   return $self;
+}
+
+# Capabilities (KVStoreIsCapable): OPTIMIZER ('optimizer') is true for every store type.
+use constant OPTIMIZER => 'optimizer';
+
+# Whether the store has $capability (case-insensitive); an unknown name dies with
+# KVStore::Error::InvalidArgument naming the known ones.
+sub is_capable {
+  my ($self, $capability) = @_;
+  KVStore::Error->invalid('is_capable: the capability must be a string')
+    if !defined $capability || ref $capability;
+  my ($rc, $capable) = KVStore::Raw::KVStoreIsCapable($self->_handle, $capability);
+  KVStore::Error->check($rc);
+  return $capable ? 1 : 0;
 }
 
 sub _barrier {

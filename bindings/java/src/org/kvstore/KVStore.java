@@ -226,6 +226,26 @@ public final class KVStore implements AutoCloseable {
     loadOptimizerStates(path.toString());
   }
 
+  /** Installs a built-in optimizer, e.g. {@code Optimizer.sgd().learningRate(0.1)}. */
+  public void setOptimizer(Optimizer optimizer) {
+    if (optimizer == null) throw new KVNullPointerException("optimizer is null");
+    setOptimizer(optimizer.spec());
+  }
+
+  /** The capability of running built-in optimizers, for {@link #isCapable}. */
+  public static final String OPTIMIZER = "optimizer";
+
+  /**
+   * Whether the store has {@code capability} (case-insensitive): {@link #OPTIMIZER} is true for
+   * every store type. An unknown name throws {@link KVInvalidArgumentException} naming the known
+   * ones.
+   */
+  public boolean isCapable(String capability) {
+    int[] out = new int[1];
+    call((h, u, v) -> KVStoreLib.KVStoreIsCapable(h, capability, out));
+    return out[0] != 0;
+  }
+
   // ------------------------------------------------------------------------------------------
   // Updaters
 

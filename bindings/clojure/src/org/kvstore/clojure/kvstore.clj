@@ -5,7 +5,8 @@
   key). Mutating functions return the store, so calls thread with ->. Failures raise ex-info
   with the library's message and {:code c :name n}; the store is left as it was."
   (:refer-clojure :exclude [type])
-  (:require [org.kvstore.clojure.errors :refer [with-errors fail]])
+  (:require [clojure.string :as str]
+            [org.kvstore.clojure.errors :refer [with-errors fail]])
   (:import (org.kvstore KVStore NDArray Updater StrUpdater)))
 
 (defn create
@@ -126,10 +127,41 @@
   ([kv node-id] (num-dead-node kv node-id 60))
   ([^KVStore kv node-id timeout-sec] (with-errors (.numDeadNode kv (int node-id) (int timeout-sec)))))
 
+(defn optimizer
+  "A built-in optimizer with parameters, as the reference's optimizer objects: (optimizer :sgd
+  {:learning-rate 0.1 :momentum 0.9}). name is :sgd, :nag, :adam, :adagrad, :rmsprop or :test
+  (or a string); parameters are the spec's (docs/OPTIMIZERS.md) as keywords, with - for _
+  (:learning-rate or :lr, :clip-gradient, :multi-precision, ...); numbers, or true/false for
+  :centered and :multi-precision; nil leaves a parameter at its default. Returns an
+  org.kvstore.Optimizer, which set-optimizer accepts. The library checks it at once: an unknown
+  parameter or a value out of range raises ex-info with its message."
+  ([name] (optimizer name {}))
+  ([name params]
+   (with-errors
+     (reduce-kv (fn [^org.kvstore.Optimizer o k v]
+                  (let [param (str/replace (clojure.core/name k) "-" "_")]
+                    (cond (nil? v) o
+                          (boolean? v) (.set o param (boolean v))
+                          (number? v) (.set o param (double v))
+                          :else (fail (str "optimizer parameter " k " must be a number or a boolean, got "
+                                           (pr-str v))
+                                      {:param k}))))
+                (org.kvstore.Optimizer/of (clojure.core/name name))
+                (into (sorted-map) params)))))
+
 (defn set-optimizer
-  "A built-in optimizer as the updater, e.g. \"sgd(learning_rate=0.1)\"."
-  [^KVStore kv ^String spec]
-  (with-errors (.setOptimizer kv spec))
+  "Installs a built-in optimizer: a spec string (\"sgd(learning_rate=0.1)\"), an optimizer
+  from (optimizer :sgd {...}), or a map with the optimizer's name under :optimizer,
+  {:optimizer :sgd :learning-rate 0.1 :momentum 0.9}."
+  [^KVStore kv spec]
+  (cond (string? spec) (with-errors (.setOptimizer kv ^String spec))
+        (instance? org.kvstore.Optimizer spec) (with-errors (.setOptimizer kv ^org.kvstore.Optimizer spec))
+        (and (map? spec) (:optimizer spec))
+        (let [o (optimizer (:optimizer spec) (dissoc spec :optimizer))]
+          (with-errors (.setOptimizer kv ^org.kvstore.Optimizer o)))
+        :else (fail (str "set-optimizer takes a spec string, an (optimizer ...) or a map with :optimizer, got "
+                         (pr-str spec))
+                    {}))
   kv)
 
 (defn save-optimizer-states
@@ -146,6 +178,12 @@
   [^KVStore kv fname]
   (with-errors (.loadOptimizerStates kv (str fname)))
   kv)
+
+(defn capable?
+  "Whether the store has capability (a keyword or string, case-insensitive): :optimizer is
+  true for every store type. An unknown name raises ex-info naming the known ones."
+  [^KVStore kv capability]
+  (with-errors (.isCapable kv ^String (clojure.core/name capability))))
 
 (defn set-updater
   "Sets (fn [key recv stored] ...) as the updater, for int and string keys alike: it receives

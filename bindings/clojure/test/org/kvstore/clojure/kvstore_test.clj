@@ -196,6 +196,38 @@
     (is (= -1 (:code (ex-data e))))
     (is (every? #(str/includes? (ex-message e) %) ["nope" "local" "dist_sync"]) (ex-message e))))
 
+(deftest capabilities-and-optimizers
+  (let [kv (kvstore/create "local")]
+    (is (true? (kvstore/capable? kv :optimizer)))
+    (is (true? (kvstore/capable? kv "OPTIMIZER")))
+    (let [e (caught #(kvstore/capable? kv :sparse))]
+      (is (= "KV_ERR_INVALID_ARGUMENT" (:name (ex-data e))))
+      (is (every? #(str/includes? (ex-message e) %) ["sparse" "\"optimizer\""]) (ex-message e)))
+    (is (= "sgd(learning_rate=0.1,momentum=0.9)"
+           (.spec ^org.kvstore.Optimizer (kvstore/optimizer :sgd {:learning-rate 0.1 :momentum 0.9}))))
+    (is (= "rmsprop(centered=1,gamma1=0.8)"
+           (str (kvstore/optimizer :rmsprop {:gamma1 0.8 :centered true :clip-weights nil}))))
+    (is (= "adam" (str (kvstore/optimizer "adam"))))
+    (let [e (caught #(kvstore/optimizer :adam {:momentum 0.9}))]
+      (is (= "KV_ERR_INVALID_ARGUMENT" (:name (ex-data e))))
+      (is (str/includes? (ex-message e) "momentum")))
+    (is (some? (caught #(kvstore/optimizer :sgd {:momentum 2}))) "out of range at construction")
+    (is (some? (caught #(kvstore/optimizer :sgd {:momentum "0.9"}))) "not a number")
+    (is (some? (caught #(kvstore/set-optimizer kv 42))))
+    (kvstore/init kv 3 (ndarray/ones shape))
+    (let [out (ndarray/zeros shape)]
+      (-> kv
+          (kvstore/set-optimizer {:optimizer :test :rescale-grad 2})
+          (kvstore/push 3 (filled 3))
+          (kvstore/pull 3 out))
+      (is (= (all-of 7 6) (ndarray/->vec out)))
+      (-> kv
+          (kvstore/set-optimizer (kvstore/optimizer :sgd {:lr 0.5}))
+          (kvstore/push 3 (filled 2))
+          (kvstore/pull 3 out))
+      (is (= (all-of 6 6) (ndarray/->vec out))))
+    (kvstore/dispose kv)))
+
 (defn- rss-kb []
   ;; Files/readAllLines: slurp's reader asks /proc for available(), which fails there.
   (->> (java.nio.file.Files/readAllLines (java.nio.file.Paths/get "/proc/self/status" (make-array String 0)))

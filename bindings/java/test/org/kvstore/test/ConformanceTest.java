@@ -34,6 +34,7 @@ import org.kvstore.KVStore;
 import org.kvstore.KVStoreException;
 import org.kvstore.KVUnknownKeyException;
 import org.kvstore.NDArray;
+import org.kvstore.Optimizer;
 import org.kvstore.Shape;
 import org.kvstore.StrUpdater;
 import org.kvstore.Updater;
@@ -154,6 +155,7 @@ public final class ConformanceTest {
     scenario("closing a store or an array during a call on it is refused (BUSY)", ConformanceTest::closeDuringCall);
     scenario("close racing calls on other threads", ConformanceTest::closeRacingCalls);
     scenario("optimizer states: save, load, resume bit-identically", ConformanceTest::optimizerStates);
+    scenario("isCapable and optimizer objects", ConformanceTest::capabilitiesAndOptimizers);
     System.out.println(passed + " passed, " + failed + " failed");
     System.exit(failed == 0 ? 0 : 1);
   }
@@ -623,6 +625,73 @@ public final class ConformanceTest {
       }
       expectThrows("float[] into an int32 array", KVDtypeMismatchException.class, () -> oi.copyFrom(new float[4]));
     }
+  }
+
+  static void capabilitiesAndOptimizers() {
+    for (String type : new String[] {"local", "device", "local_allreduce_cpu"}) {
+      try (KVStore kv = KVStore.create(type)) {
+        check(type + " is capable of optimizers", kv.isCapable(KVStore.OPTIMIZER));
+        check("capability names are case-insensitive", kv.isCapable("Optimizer"));
+        KVInvalidArgumentException e = expectThrows("unknown capability",
+            KVInvalidArgumentException.class, () -> kv.isCapable("row_sparse"));
+        checkMessage("unknown capability", e, "row_sparse", "\"optimizer\"");
+        expectThrows("null capability", KVNullPointerException.class, () -> kv.isCapable(null));
+      }
+    }
+    checkEq("spec of sgd", "sgd(learning_rate=0.1,momentum=0.9,wd=1.0E-4)",
+        Optimizer.sgd().learningRate(0.1).momentum(0.9).wd(1e-4).spec());
+    checkEq("no parameters", "adam", Optimizer.adam().toString());
+    checkEq("a parameter set again is replaced", "nag(momentum=0.5)",
+        Optimizer.nag().momentum(0.9).momentum(0.5).spec());
+    checkEq("rmsprop flags", "rmsprop(centered=1,gamma1=0.8)",
+        Optimizer.rmsProp().centered(true).gamma1(0.8).spec());
+    checkEq("generic set, equality by spec", Optimizer.adaGrad().set("eps", 1e-6),
+        Optimizer.of("adagrad").set("eps", 1e-6));
+    checkEq("objects are immutable", "sgd", sgdBase().spec());
+    // Errors at the step that sets them, with the library's message.
+    KVInvalidArgumentException e = expectThrows("adam has no momentum",
+        KVInvalidArgumentException.class, () -> Optimizer.adam().momentum(0.9));
+    checkMessage("unknown parameter", e, "momentum", "beta1");
+    e = expectThrows("momentum out of range", KVInvalidArgumentException.class,
+        () -> Optimizer.sgd().momentum(1.5));
+    checkMessage("out of range", e, "momentum", "1.5");
+    expectThrows("infinite learning rate", KVInvalidArgumentException.class,
+        () -> Optimizer.sgd().learningRate(Double.POSITIVE_INFINITY));
+    expectThrows("unknown optimizer", KVInvalidArgumentException.class, () -> Optimizer.of("adadelta"));
+    expectThrows("null name", KVNullPointerException.class, () -> Optimizer.of(null));
+    // An object updates exactly as its spec string does.
+    float[][] results = new float[2][];
+    for (int i = 0; i < 2; ++i) {
+      try (KVStore kv = KVStore.create("local")) {
+        kv.init(3, NDArray.ones(S23));
+        if (i == 0) {
+          kv.setOptimizer(Optimizer.sgd().learningRate(0.1).momentum(0.9).wd(0.01));
+        } else {
+          kv.setOptimizer("sgd(learning_rate=0.1,momentum=0.9,wd=0.01)");
+        }
+        for (float g : new float[] {1f, -2f, 0.5f}) kv.push(3, filled(g));
+        NDArray out = NDArray.zeros(S23);
+        kv.pull(3, out);
+        results[i] = out.toFloatArray();
+      }
+    }
+    check("object and spec string give the same weights", Arrays.equals(results[0], results[1]));
+    check("the optimizer ran", results[0][0] != 1f);
+    try (KVStore kv = KVStore.create("local")) {
+      kv.init("w", NDArray.ones(S23));
+      kv.setOptimizer(Optimizer.test().rescaleGrad(2));
+      kv.push("w", filled(3f));
+      NDArray out = NDArray.zeros(S23);
+      kv.pull("w", out);
+      checkValues("test optimizer object with string keys", 7f, out);
+      expectThrows("null optimizer", KVNullPointerException.class, () -> kv.setOptimizer((Optimizer) null));
+    }
+  }
+
+  private static Optimizer sgdBase() {
+    Optimizer base = Optimizer.sgd();
+    base.learningRate(0.5); // returns a new object; base is unchanged
+    return base;
   }
 
   static void c13TypeName() {

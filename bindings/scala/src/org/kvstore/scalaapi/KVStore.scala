@@ -61,6 +61,13 @@ final class KVStore private (val java: JKVStore) extends AutoCloseable {
    *  mismatch with this store throws and changes nothing. */
   def loadOptimizerStates(fname: String): Unit = java.loadOptimizerStates(fname)
 
+  /** A built-in optimizer as the updater, e.g. `new SGD(learningRate = 0.1)`. */
+  def setOptimizer(optimizer: Optimizer): Unit = java.setOptimizer(optimizer.java)
+
+  /** Whether the store has `capability` (case-insensitive): `KVStore.OPTIMIZER` is true for
+   * every store type; an unknown name throws KVInvalidArgumentException naming the known ones. */
+  def isCapable(capability: String): Boolean = java.isCapable(capability)
+
   def init(key: Int, value: NDArray): Unit = java.init(key, value.java)
   def init(keys: Array[Int], values: Array[NDArray]): Unit = java.init(keys, js(values))
   def init(key: String, value: NDArray): Unit = java.init(key, value.java)
@@ -134,6 +141,9 @@ object KVStore {
   val GROUP_NODE_SCHEDULER: Int = JKVStore.GROUP_NODE_SCHEDULER
   val GROUP_NODE_SERVER: Int = JKVStore.GROUP_NODE_SERVER
   val GROUP_NODE_WORKER: Int = JKVStore.GROUP_NODE_WORKER
+
+  /** The capability of running built-in optimizers, for `isCapable`. */
+  val OPTIMIZER: String = JKVStore.OPTIMIZER
 
   /** Creates a store: "local", "device", "nccl", "dist_sync", ... */
   def create(name: String = "local"): KVStore = new KVStore(JKVStore.create(name))
