@@ -30,10 +30,12 @@ from . import _callback
 from ._lib import (LIB, KVArrayHandle, KVController, KVFreeFn, KVStoreHandle, KVStrUpdater,
                    KVUpdater)
 from .context import cpu
-from .errors import check_call, error_class, make_error
+from .errors import KVStoreError, check_call, error_class, make_error
 from .ndarray import NDArray, _DTYPE_TO_CODE, _from_numpy
+from .optimizer import Optimizer
 
-__all__ = ["KVStore", "create", "is_worker_node", "is_server_node", "is_scheduler_node"]
+__all__ = ["KVStore", "create", "waitall", "is_worker_node", "is_server_node",
+           "is_scheduler_node"]
 
 _INT_MIN, _INT_MAX = -(2 ** 31), 2 ** 31 - 1
 
@@ -190,6 +192,12 @@ class KVStore(object):
         self._array_box = [NDArray]
         # The Python updaters (UpdaterCells) by key kind; registrations refer to them weakly.
         self._updaters = {}
+        # Arrays that pulls of a distributed store may still be writing (their writes finish
+        # after the call returns), for waitall(); None for in-process stores, whose writes
+        # are done when a call returns. Under _lock.
+        out = c_char_p()
+        check_call(LIB.KVStoreGetType(handle, byref(out)))
+        self._pending_outputs = (weakref.WeakSet() if out.value.startswith(b"dist") else None)
         _live_stores.add(self)
 
     # -- lifetime ---------------------------------------------------------------------------
@@ -334,6 +342,7 @@ class KVStore(object):
         b = _flatten(key, out, "pull", output=True)
         fn = LIB.KVStorePullStr if b.kind == "str" else LIB.KVStorePull
         self._call(fn, b.num, b.c_keys, b.c_arrays, int(priority))
+        self._note_pending_outputs(b)
         b.finish()
 
     def pushpull(self, key, value, out=None, priority=0):
@@ -343,6 +352,7 @@ class KVStore(object):
         fn = LIB.KVStorePushPullStr if v.kind == "str" else LIB.KVStorePushPull
         self._call(fn, v.num, v.c_keys, v.c_arrays, o.num, o.c_keys, o.c_arrays, int(priority),
                    callbacks=True)
+        self._note_pending_outputs(o)
         o.finish()
 
     def broadcast(self, key, value, out, priority=0):
@@ -352,6 +362,7 @@ class KVStore(object):
         fn = LIB.KVStoreBroadcastStr if v.kind == "str" else LIB.KVStoreBroadcast
         self._call(fn, v.num, v.c_keys, v.c_arrays, o.num, o.c_keys, o.c_arrays, int(priority))
         self._note_array_class(v)
+        self._note_pending_outputs(o)
         o.finish()
 
     # -- updaters ---------------------------------------------------------------------------
@@ -394,10 +405,14 @@ class KVStore(object):
         self._register(LIB.KVStoreSetStrUpdater, KVStrUpdater, updater, True)
 
     def set_optimizer(self, optimizer):
-        """Installs a built-in optimizer from a spec string such as
+        """Installs a built-in optimizer: an object of :mod:`kvstore.optimizer`
+        (``optimizer.SGD(learning_rate=0.1, momentum=0.9)``) or a spec string such as
         ``"sgd(learning_rate=0.1,momentum=0.9)"``."""
+        if isinstance(optimizer, Optimizer):
+            optimizer = optimizer.spec
         if not isinstance(optimizer, str):
-            raise TypeError("set_optimizer takes a spec string such as "
+            raise TypeError("set_optimizer takes a kvstore.optimizer object such as "
+                            "optimizer.SGD(learning_rate=0.1) or a spec string such as "
                             "'sgd(learning_rate=0.1)', not %s" % type(optimizer).__name__)
         self._call(LIB.KVStoreSetOptimizer, _c_string(optimizer, "optimizer spec"))
 
@@ -418,6 +433,22 @@ class KVStore(object):
         InvalidArgumentError, UnknownKeyError, ShapeMismatchError, ...) and changes nothing."""
         self._call(LIB.KVStoreLoadOptimizerStates, _c_path(fname))
 
+    # -- capabilities -----------------------------------------------------------------------
+    #: The capability of running built-in optimizers (the reference's KVStoreBase.OPTIMIZER).
+    OPTIMIZER = "optimizer"
+
+    def is_capable(self, capability):
+        """Whether the store has ``capability`` (case-insensitive): :attr:`OPTIMIZER`
+        (``"optimizer"``) is True for every store type (in-process stores run the optimizer
+        themselves, a distributed worker's run on the servers). An unknown name raises
+        InvalidArgumentError, a ValueError as in the reference, naming the known ones."""
+        if not isinstance(capability, str):
+            raise TypeError("capability must be a str such as KVStore.OPTIMIZER, not %s"
+                            % type(capability).__name__)
+        out = c_int(0)
+        self._call(LIB.KVStoreIsCapable, _c_string(capability, "capability"), byref(out))
+        return bool(out.value)
+
     # -- synchronisation, distributed -------------------------------------------------------
     def _barrier(self):
         """Waits until every worker has reached the barrier."""
@@ -428,6 +459,42 @@ class KVStore(object):
     def wait_all(self):
         """Blocks until every pending asynchronous operation of the store has completed."""
         self._call(LIB.KVStoreWaitAll)
+
+    # -- waitall: every asynchronous write of this store -------------------------------------
+    def _note_pending_outputs(self, batch):
+        if self._pending_outputs is not None:
+            with self._lock:
+                self._pending_outputs.update(batch.arrays)
+
+    def _wait_everything(self):
+        """For :func:`waitall`: KVStoreWaitAll, then KVArrayWaitToRead on every array a pull
+        of this store wrote since the last call and that is still open. Waits for all of
+        them, then raises the first error (a failed push, then a failed pull). Nothing to do
+        for a closed store (closing waited)."""
+        with self._lock:
+            h = self._handle
+            if h is None:
+                return
+            self._calls += 1
+            outputs = list(self._pending_outputs or ())
+            if self._pending_outputs is not None:
+                self._pending_outputs.clear()
+        first = None
+        try:
+            rc = LIB.KVStoreWaitAll(h)
+            if rc != 0:
+                first = make_error(rc)
+        finally:
+            self._leave()
+        for a in outputs:
+            try:
+                a.wait_to_read()
+            except KVStoreError as exc:
+                first = first or exc
+            except ValueError:
+                pass  # closed meanwhile: nobody can read it any more
+        if first is not None:
+            raise first
 
     def num_dead_node(self, node_id, timeout_sec=60):
         """Number of nodes in the groups node_id (1 scheduler, 2 servers, 4 workers, summed)
@@ -452,6 +519,29 @@ class KVStore(object):
         cfunc = reg.cfunc if reg is not None else KVController()
         self._call(LIB.KVStoreRunServer, cfunc, None, callbacks=True, server=True)
         del reg
+
+
+def waitall():
+    """Blocks until every asynchronous operation of this process's open stores has finished
+    (``mx.nd.waitall``): ``KVStoreWaitAll`` on each store, then a wait on every array a
+    distributed pull wrote (``wait_to_read``). In-process stores finish every call before it
+    returns, so for them this returns at once. Waits for everything first, then raises the
+    first failure: a failed push (as ``wait_all`` reports it), else a failed pull. Arrays
+    and stores closed meanwhile are skipped."""
+    while True:
+        try:
+            stores = list(_live_stores)
+            break
+        except RuntimeError:  # the set changed size: a store was opened on another thread
+            continue
+    first = None
+    for store in stores:
+        try:
+            store._wait_everything()
+        except KVStoreError as exc:
+            first = first or exc
+    if first is not None:
+        raise first
 
 
 def create(name="local"):

@@ -8,5 +8,7 @@
 """
 from .ndarray import NDArray, array, empty, full, ones, zeros  # noqa: F401
 from .context import Context, cpu, gpu  # noqa: F401
+from .kv import waitall  # noqa: F401
 
-__all__ = ["NDArray", "array", "empty", "full", "ones", "zeros", "Context", "cpu", "gpu"]
+__all__ = ["NDArray", "array", "empty", "full", "ones", "zeros", "Context", "cpu", "gpu",
+           "waitall"]

@@ -340,17 +340,85 @@ class NDArray(object):
                                                    src.nbytes))
         return self
 
-    def __setitem__(self, key, value):
-        if not (key is Ellipsis or (isinstance(key, slice) and key == slice(None))):
-            raise TypeError("NDArray supports only whole-array assignment a[:] = value; got "
-                            "index %r" % (key,))
-        self._copy_from(value)
+    # -- row indexing -----------------------------------------------------------------------
+    # Basic indexing along the first axis: a[i] (negative i counts from the end), a[i:j] and
+    # a[i:j:k]. Reading gives a new array (a copy, on the same context, of the same class);
+    # assigning writes those rows of this array. a[:] and a[...] are the array itself. The
+    # rows travel through host memory: for an owned CPU array through its zero-copy view, for
+    # other arrays (GPU, lent to an updater) through a copy of the whole array.
+
+    @staticmethod
+    def _is_whole(key):
+        return key is Ellipsis or (isinstance(key, slice) and key == slice(None))
+
+    def _row_index(self, key):
+        """key as an int or a slice along axis 0 (IndexError/TypeError when it is not one)."""
+        shape = self.shape
+        if not shape:
+            raise IndexError("a 0-d NDArray has no rows to index (index %r)" % (key,))
+        if isinstance(key, slice):
+            for part in (key.start, key.stop, key.step):
+                if part is not None and (isinstance(part, bool)
+                                         or not isinstance(part, numbers.Integral)):
+                    raise TypeError("slice bounds must be ints or None, got %r" % (key,))
+            if key.step == 0:
+                raise ValueError("slice step cannot be zero")
+            return key
+        if isinstance(key, numbers.Integral) and not isinstance(key, bool):
+            i = int(key)
+            if not -shape[0] <= i < shape[0]:
+                raise IndexError("index %d is out of range for axis 0 of size %d" % (i, shape[0]))
+            return i + shape[0] if i < 0 else i
+        raise TypeError("NDArray supports indexing rows along the first axis only: a[i], "
+                        "a[i:j], a[i:j:k], a[:] (got index %r); for other indexing use "
+                        "a.asnumpy()[...]" % (key,))
+
+    def _host_rows(self):
+        """(numpy array of the contents, whether writes to it change this array)."""
+        h = self._ref
+        if h.owned and self.context.device_type == "cpu":
+            return self.asnumpy(copy=False), True
+        return self.asnumpy(), False
 
     def __getitem__(self, key):
-        if key is Ellipsis or (isinstance(key, slice) and key == slice(None)):
+        if self._is_whole(key):
             return self
-        raise TypeError("NDArray supports no indexing besides a[:]; use a.asnumpy()[%r]"
-                        % (key,))
+        index = self._row_index(key)
+        host, _ = self._host_rows()
+        _, _, ctx = self._query_meta()
+        return _from_numpy(host[index], ctx, type(self))
+
+    def __setitem__(self, key, value):
+        if self._is_whole(key):
+            self._copy_from(value)
+            return
+        index = self._row_index(key)
+        host, in_place = self._host_rows()
+        target = host[index]
+        if isinstance(value, NDArray):
+            src = value.asnumpy()
+        elif _is_scalar(value):
+            src = numpy.asarray(value)
+        else:
+            src = numpy.asarray(value)
+            if src.dtype.kind not in "biuf":
+                raise TypeError("cannot assign a %s array to NDArray rows" % src.dtype)
+        try:
+            src = numpy.broadcast_to(src, numpy.shape(target))
+        except ValueError:
+            raise ValueError("cannot assign an array of shape %r to rows %r of shape %r"
+                             % (src.shape, key, numpy.shape(target))) from None
+        if host.dtype.kind in "iu" and src.size and src.dtype.kind in "iuf":
+            # As KVArrayFill: integers truncate toward zero; values they cannot hold are refused.
+            info = numpy.iinfo(host.dtype)
+            if not (numpy.all(numpy.isfinite(src)) and src.min() >= info.min
+                    and src.max() <= info.max):
+                raise ValueError("cannot assign values outside the range of %s (%d to %d)"
+                                 % (host.dtype, info.min, info.max))
+        host[index] = src.astype(host.dtype, copy=False)
+        if not in_place and host.nbytes:
+            check_call(LIB.KVArrayCopyFromHost(self._ref, host.ctypes.data_as(c_void_p),
+                                               host.nbytes))
 
     # -- copies -----------------------------------------------------------------------------
     def _empty_like(self, ctx=None, cls=None):

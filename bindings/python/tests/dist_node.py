@@ -7,6 +7,7 @@ from kvstore import kv, nd
 
 role = os.environ["DMLC_ROLE"]
 store = kv.create("dist_sync")
+assert store.is_capable(kv.KVStore.OPTIMIZER)  # every role: workers ship specs to servers
 if role in ("server", "scheduler"):
     if role == "server":
         def update(key, recv, stored):
@@ -40,7 +41,10 @@ store.init(3, nd.ones(shape))
 store.push(3, nd.ones(shape) * (rank + 1))
 out = nd.zeros(shape)
 store.pull(3, out=out)
-print("pulled", out.asnumpy().ravel().tolist(), flush=True)
+pending = len(store._pending_outputs)  # the pull may still be writing out
+nd.waitall()
+print("pulled", out.asnumpy().ravel().tolist(), "pending", pending,
+      len(store._pending_outputs), flush=True)
 store._send_command_to_servers(1, "hello%d" % rank)
 try:
     store._send_command_to_servers(7, "boom")

@@ -55,7 +55,8 @@ def test_dist_sync_with_python_updater_and_controller(tmp_path):
         assert (num, typ) == ("2", "dist_sync")
         # init 1, then one sync round: sum of both pushes (1 + 2) merged by the server's
         # Python updater: 1 + 3 * 2
-        assert lines[1] == "pulled " + str([7.0] * 6)
+        # nd.waitall() waited for the pull's output and forgot it
+        assert lines[1] == "pulled " + str([7.0] * 6) + " pending 1 0"
         assert lines[2] == "command error CallbackError"
         assert lines[-1] == "worker done"
     assert ranks == {0, 1}

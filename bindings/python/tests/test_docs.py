@@ -5,9 +5,11 @@ import pytest
 
 import kvstore
 import kvstore.nd
+import kvstore.optimizer
 
 
-@pytest.mark.parametrize("module", [kvstore, kvstore.nd], ids=lambda m: m.__name__)
+@pytest.mark.parametrize("module", [kvstore, kvstore.nd, kvstore.optimizer],
+                         ids=lambda m: m.__name__)
 def test_docstring_examples(module):
     result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 0 and result.failed == 0
