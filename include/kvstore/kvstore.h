@@ -360,8 +360,12 @@ KVSTORE_API int KVStoreSetOptimizer(KVStoreHandle store, const char* spec);
  * one. Keys never updated have no state and are not in the file. Pushes on other threads
  * wait while the state is copied. Errors: NULL_POINTER; NOT_SUPPORTED when the store has no
  * built-in optimizer (set by KVStoreSetOptimizer; a callback updater's state is the
- * caller's), and for the nccl and distributed stores (not yet); INVALID_ARGUMENT when the
- * file cannot be written (the message names the path and the system's reason). */
+ * caller's), and for the nccl store (not yet); INVALID_ARGUMENT when the file cannot be
+ * written (the message names the path and the system's reason). A distributed worker first
+ * waits for its own pending operations (as KVStoreWaitAll, reporting their failures), then
+ * gathers every server's state; other workers' pushes of an unfinished sync round are not
+ * in the file (save after a barrier); its errors include the distributed ones and
+ * UNKNOWN_KEY when a server holds state of a key this worker never initialised. */
 KVSTORE_API int KVStoreSaveOptimizerStates(KVStoreHandle store, const char* path);
 
 /* Replaces the state of the store's built-in optimizer with the state saved in `path` by
@@ -376,7 +380,8 @@ KVSTORE_API int KVStoreSaveOptimizerStates(KVStoreHandle store, const char* path
  * another number of state arrays per key; UNKNOWN_KEY for a key in the file that is not
  * initialised in the store; KEY_KIND_MISMATCH for int keys in a string-key store or the
  * reverse; DTYPE_MISMATCH and SHAPE_MISMATCH when a key's stored value differs from the
- * weight the state was saved for. */
+ * weight the state was saved for. On a distributed worker every server checks its part
+ * first, and only when all accepted does any server replace its state. */
 KVSTORE_API int KVStoreLoadOptimizerStates(KVStoreHandle store, const char* path);
 
 /* Capability names for KVStoreIsCapable (the reference's KVStoreBase.OPTIMIZER). */

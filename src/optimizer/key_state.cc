@@ -132,7 +132,7 @@ std::vector<KeyRecord> StateTable::Save() {
   return records;
 }
 
-void StateTable::Restore(std::vector<KeyRecord>* records, const std::string& path) {
+void StateTable::Restore(std::vector<KeyRecord>* records, const std::string& path, bool apply) {
   // Check and build everything before the swap, so that a refusal or a failed allocation
   // leaves the table as it was.
   std::map<StateKey, std::unique_ptr<KeyState>> fresh;
@@ -180,6 +180,7 @@ void StateTable::Restore(std::vector<KeyRecord>* records, const std::string& pat
     KV_CHECK(fresh.emplace(std::move(sk), std::move(state)).second, KV_ERR_INVALID_ARGUMENT,
              "optimizer states file '%s': key %s appears twice", path.c_str(), r.Name().c_str());
   }
+  if (!apply) return;
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& entry : states_) {
     std::lock_guard<std::mutex> key_lock(entry.second->mu);

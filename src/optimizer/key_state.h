@@ -93,7 +93,8 @@ class StateTable {
   // many elements as the weight; throws INVALID_ARGUMENT (naming `path`, the key and what
   // differs) or std::bad_alloc, with no state changed. The caller keeps updates out, as
   // for Save; the records are consumed.
-  void Restore(std::vector<KeyRecord>* records, const std::string& path);
+  // With `apply` false everything but the replacement runs (a check).
+  void Restore(std::vector<KeyRecord>* records, const std::string& path, bool apply = true);
 
  private:
   using StateKey = std::tuple<bool, int, std::string>;

@@ -83,11 +83,11 @@ class OptimizerUpdater final : public Updater, public StateHolder {
   const char* OptimizerName() const override { return def_.name; }
   std::string Spec() const override { return CanonicalSpec(def_, hyper_); }
   std::vector<KeyRecord> SaveStates() override { return states_.Save(); }
-  void LoadStates(StatesFile* file, const std::string& path) override {
+  void LoadStates(StatesFile* file, const std::string& path, bool apply) override {
     KV_CHECK(file->optimizer == def_.name, KV_ERR_INVALID_ARGUMENT,
              "optimizer states file '%s' holds the state of %s but the store's optimizer is %s",
              path.c_str(), file->spec.c_str(), Spec().c_str());
-    states_.Restore(&file->keys, path);
+    states_.Restore(&file->keys, path, apply);
   }
 
  private:

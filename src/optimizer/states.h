@@ -25,8 +25,10 @@ class StateHolder {
   // Checks `file` against this optimizer, then replaces every key's state with the file's
   // (StateTable::Restore). The caller has checked the keys and weights against its own and
   // keeps updates out. Throws INVALID_ARGUMENT naming both optimizers when `file` was saved
-  // from another one; on any error no state changes. Consumes file->keys.
-  virtual void LoadStates(StatesFile* file, const std::string& path) = 0;
+  // from another one; on any error no state changes. Consumes file->keys. With `apply`
+  // false it only checks (and allocates) and changes nothing: the first phase of a load
+  // that several servers must all accept.
+  virtual void LoadStates(StatesFile* file, const std::string& path, bool apply) = 0;
 
  protected:
   ~StateHolder() = default;

@@ -33,6 +33,8 @@ class RoleStore final : public Store, public Distributed {
     hooks_.updater = CreateOptimizer(spec);
     hooks_.optimizer_spec = spec;
   }
+  void SaveOptimizerStates(const std::string&) override { NotWorker("save_optimizer_states"); }
+  void LoadOptimizerStates(const std::string&) override { NotWorker("load_optimizer_states"); }
   Distributed* distributed() override { return this; }
   int Rank() const override { return 0; }
   int GroupSize() const override { return cfg_.num_workers; }

@@ -22,8 +22,13 @@ const char* OpVerb(MsgType t) {
   }
 }
 
-void Waiter::Complete(int status, const std::string& msg, int64_t value) {
+void Waiter::Complete(int status, const std::string& msg, int64_t value, int server,
+                      const Message* reply) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (status == 0 && reply != nullptr && server >= 0 && static_cast<size_t>(server) < payloads_.size()) {
+    payloads_[static_cast<size_t>(server)].assign(static_cast<const char*>(reply->payload.data()),
+                                                  reply->payload.size());
+  }
   if (status != 0 && status_ == 0) {
     status_ = status;
     msg_ = msg;

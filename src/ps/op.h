@@ -45,9 +45,19 @@ const char* OpVerb(MsgType t);
 class Waiter {
  public:
   explicit Waiter(int n) : remaining_(n) {}
-  void Complete(int status, const std::string& msg, int64_t value = 0);
+  // A waiter that also keeps the payload of each successful reply, by server rank
+  // (SAVE_STATES): `num_servers` slots.
+  Waiter(int n, int num_servers) : remaining_(n), payloads_(static_cast<size_t>(num_servers)) {}
+  // `reply` (may be null) from server `server` (-1: the scheduler).
+  void Complete(int status, const std::string& msg, int64_t value = 0, int server = -1,
+                const Message* reply = nullptr);
   // Throws the first error, or TIMEOUT with `what` when the deadline passes.
   int64_t Wait(double deadline_sec, const std::string& what);
+  // After a successful Wait: the kept payloads, by server rank.
+  std::vector<std::string> TakePayloads() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return std::move(payloads_);
+  }
 
  private:
   std::mutex mu_;
@@ -56,6 +66,7 @@ class Waiter {
   int status_ = 0;
   std::string msg_;
   int64_t value_ = 0;
+  std::vector<std::string> payloads_;
 };
 
 // Pushes of one key and the latest failed one, which later pulls must not pretend to

@@ -176,6 +176,12 @@ void Server::HandleWorker(Message& m) {
     case MsgType::kSetOptimizer:
       HandleSetOptimizer(m);
       return;
+    case MsgType::kSaveStates:
+      HandleSaveStates(m);
+      return;
+    case MsgType::kLoadStates:
+      HandleLoadStates(m);
+      return;
     case MsgType::kInit:
     case MsgType::kPush:
     case MsgType::kPull:

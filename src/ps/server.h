@@ -100,6 +100,9 @@ class Server {
   void HandleWorker(Message& m);
   void HandleCommand(const Message& m);
   void HandleSetOptimizer(const Message& m);
+  // server_states.cc: SAVE_STATES and LOAD_STATES (ps/dist_states.h).
+  void HandleSaveStates(const Message& m);
+  void HandleLoadStates(const Message& m);
   void HandleData(Message& m, int rank);
   void HandleInit(const Message& m, KeyState* k);
   bool SameMode(const Message& m, int rank);

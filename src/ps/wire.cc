@@ -35,6 +35,8 @@ const char* MsgTypeName(uint16_t t) {
     case MsgType::kCommand: return "COMMAND";
     case MsgType::kSetOptimizer: return "SET_OPTIMIZER";
     case MsgType::kReply: return "REPLY";
+    case MsgType::kSaveStates: return "SAVE_STATES";
+    case MsgType::kLoadStates: return "LOAD_STATES";
     default: return "?";
   }
 }
@@ -86,6 +88,12 @@ std::string ValidateHeader(const WireHeader& h, size_t frames_after_header,
   if (h.str_len != str_frame_size) return "string frame length differs from the header";
   if (h.payload_len != payload_frame_size) return "payload length differs from the header";
   if ((h.flags & ~kFlagKnownFlags) != 0) return "unknown flags";
+  if (h.type == static_cast<uint16_t>(MsgType::kSaveStates) && h.payload_len != 0) {
+    return "SAVE_STATES carries no payload";
+  }
+  if (h.type == static_cast<uint16_t>(MsgType::kLoadStates) && (h.arg < 0 || h.arg > 1)) {
+    return "LOAD_STATES arg is neither 0 (check) nor 1 (apply)";
+  }
   if (IsDataType(h.type)) {
     if (!IsValidDType(h.dtype)) return "invalid dtype";
     if (h.total < 0 || h.offset < 0 || h.count < 0 || h.offset > h.total ||

@@ -52,8 +52,13 @@ enum class MsgType : uint16_t {
   kPushPull = 23,
   kCommand = 24,     // arg = head; str = body
   kSetOptimizer = 25,  // str = spec
-  kReply = 26,       // status; payload = values for pull/pushpull; str = error message
-  kMaxType = 27
+  kReply = 26,       // status; payload = values for pull/pushpull, a states file for
+                     // SAVE_STATES; str = error message
+  kSaveStates = 27,  // worker -> server: reply with this server's optimizer states (payload:
+                     // its parts' records in the states-file format, dist_states.h)
+  kLoadStates = 28,  // worker -> server; payload = this server's records; arg = 0: check
+                     // only, 1: check and replace the optimizer's state
+  kMaxType = 29
 };
 const char* MsgTypeName(uint16_t t);
 

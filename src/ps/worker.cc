@@ -35,6 +35,7 @@
 #include "core/dtype.h"
 #include "optimizer/optimizer.h"
 #include "ps/clock.h"
+#include "ps/dist_states.h"
 #include "ps/log.h"
 #include "ps/op.h"
 #include "ps/placement.h"
@@ -64,6 +65,8 @@ class WorkerStore : public Store, public Distributed {
   }
   void SetStrUpdater(std::shared_ptr<Updater> u) override { SetUpdater(std::move(u)); }
   void SetOptimizer(const std::string& spec) override;
+  void SaveOptimizerStates(const std::string& path) override;
+  void LoadOptimizerStates(const std::string& path) override;
   int Rank() const override { return io_->rank(); }
   int GroupSize() const override { return io_->num_workers(); }
   void Barrier() override;
@@ -533,6 +536,40 @@ void WorkerStore::SetOptimizer(const std::string& spec) {
   w->Wait(ControlDeadline(), "set_optimizer: not every server answered");
   std::lock_guard<std::mutex> lock(registry_mu_);
   optimizer_ = checked;
+}
+
+// The protocol is in dist_states.h. This worker's pending operations finish first (as in
+// WaitAll), so the state includes its earlier pushes.
+void WorkerStore::SaveOptimizerStates(const std::string& path) {
+  WaitAll();
+  const int n = io_->num_servers();
+  auto w = std::make_shared<Waiter>(n, n);
+  ToAllServers(MsgType::kSaveStates, 0, std::string(), w);
+  w->Wait(ControlDeadline(), "save_optimizer_states: not every server answered");
+  optimizer::StatesFile file;
+  {
+    std::lock_guard<std::mutex> lock(registry_mu_);
+    file = JoinServerStates(w->TakePayloads(), keys_);
+  }
+  optimizer::WriteStatesFile(path, file);
+}
+
+void WorkerStore::LoadOptimizerStates(const std::string& path) {
+  optimizer::StatesFile file = optimizer::ReadStatesFile(path);
+  std::vector<std::string> payloads;
+  {
+    std::lock_guard<std::mutex> lock(registry_mu_);
+    CheckStatesAgainstKeys(file, keys_, path);
+    payloads = SplitForServers(file, keys_, io_->num_servers());
+  }
+  WaitAll();
+  for (int apply = 0; apply <= 1; ++apply) {  // every server checks, then every server applies
+    auto w = std::make_shared<Waiter>(io_->num_servers());
+    std::vector<OutMsg> v = LoadMessages(*io_, payloads, apply == 1, w);
+    io_->Enqueue(v, INT32_MAX);
+    w->Wait(ControlDeadline(), apply ? "load_optimizer_states: not every server applied the state"
+                                     : "load_optimizer_states: not every server checked the state");
+  }
 }
 
 }  // namespace

@@ -299,7 +299,7 @@ void WorkerIo::HandleReply(int server, Message& m) {
 void WorkerIo::Complete(Outstanding& o, int status, const std::string& msg, Message* reply) {
   queue_.Done(&o.ticket);
   if (!o.op) {
-    if (o.waiter) o.waiter->Complete(status, msg);
+    if (o.waiter) o.waiter->Complete(status, msg, 0, o.dest, reply);
     return;
   }
   if (o.op->CompletePart(o.part, o.dest, status, msg, reply)) tracker_->Finish(*o.op);

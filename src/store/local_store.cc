@@ -209,7 +209,7 @@ class LocalStore final : public Store {
                path.c_str(), r.Name().c_str(), ShapeToString(r.shape).c_str(), ShapeToString(e->shape).c_str());
     }
     EntryLocks locks(AllEntriesLocked());  // no update runs while the state is replaced
-    holder->LoadStates(&file, path);
+    holder->LoadStates(&file, path, true);
   }
 
   ~LocalStore() override {

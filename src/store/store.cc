@@ -41,12 +41,12 @@ void KVStore_::SetOptimizer(const std::string& spec) { SetUpdater(kvstore::Creat
 
 void KVStore_::SaveOptimizerStates(const std::string&) {
   KV_FAIL(KV_ERR_NOT_SUPPORTED,
-          "save_optimizer_states: store type \"%s\" cannot save optimizer states (the in-process "
-          "stores local and device can)", type().c_str());
+          "save_optimizer_states: store type \"%s\" cannot save optimizer states (the local, "
+          "device and distributed stores can)", type().c_str());
 }
 
 void KVStore_::LoadOptimizerStates(const std::string&) {
   KV_FAIL(KV_ERR_NOT_SUPPORTED,
-          "load_optimizer_states: store type \"%s\" cannot load optimizer states (the in-process "
-          "stores local and device can)", type().c_str());
+          "load_optimizer_states: store type \"%s\" cannot load optimizer states (the local, "
+          "device and distributed stores can)", type().c_str());
 }

@@ -118,8 +118,9 @@ std::string Generate(uint64_t seed, uint64_t index) {
   h.flags = static_cast<uint32_t>(r.Int(0, 3));
   if (g_flood && r.Chance(85)) {  // worker 0 of the job, about its keys (int 0..3, f32 (4,))
     static const MsgType kToServer[] = {MsgType::kInit, MsgType::kPush, MsgType::kPull, MsgType::kPushPull,
-                                        MsgType::kCommand, MsgType::kSetOptimizer};
-    if (r.Chance(90)) h.type = static_cast<uint16_t>(kToServer[r.Int(0, 5)]);
+                                        MsgType::kCommand, MsgType::kSetOptimizer,
+                                        MsgType::kSaveStates, MsgType::kLoadStates};
+    if (r.Chance(90)) h.type = static_cast<uint16_t>(kToServer[r.Int(0, 7)]);
     if (r.Chance(70)) h.flags &= ~kvstore::dist::kFlagStrKey;
     h.sender_role = 2;
     h.sender_rank = 0;

@@ -122,6 +122,12 @@ void CheckAccepted(const Message& m, size_t frames_after_header, bool router) {
   if (m.payload.size() != h.payload_len) Broken("accepted a payload of %zu bytes, header says %llu", m.payload.size(), static_cast<unsigned long long>(h.payload_len));
   if (frames_after_header != (h.str_len > 0 ? 1u : 0u) + (h.payload_len > 0 ? 1u : 0u)) Broken("accepted %zu frames after the header", frames_after_header);
   if (router && m.routing_id != "fuzz-peer") Broken("a ROUTER message carries routing id \"%s\"", m.routing_id.c_str());
+  if (h.type == static_cast<uint16_t>(MsgType::kSaveStates) && h.payload_len != 0) {
+    Broken("accepted a SAVE_STATES with %llu payload bytes", static_cast<unsigned long long>(h.payload_len));
+  }
+  if (h.type == static_cast<uint16_t>(MsgType::kLoadStates) && (h.arg < 0 || h.arg > 1)) {
+    Broken("accepted a LOAD_STATES with arg %d", h.arg);
+  }
   if (IsData(h.type)) {
     if (!IsValidDType(h.dtype)) Broken("accepted dtype %d", h.dtype);
     if (h.offset < 0 || h.total < 0 || h.count < 0 || h.offset > h.total || h.count > h.total - h.offset) {
