@@ -6,7 +6,9 @@
 //                         (float32, float64): N rounds, worker 0 saves; a fresh job
 //                         initialised with the saved weights loads and runs M rounds; its
 //                         weights equal those of one job that ran N+M rounds, bit for bit
+//                         (and a local store loads the file and saves the same bytes)
 //   async_resume          the same with dist_async and one worker (sgd with momentum)
+//   sync_resume_string_keys  the same with string keys (one split) and centred rmsprop
 //   refused_load_changes_nothing  a file of another optimizer passes the worker's checks
 //                         but every server refuses it in the check phase: no server's state
 //                         changes (training on matches the uninterrupted run); a truncated
@@ -35,8 +37,24 @@ struct KeyDef {
   int key;
   int64_t n;
   int dtype;
+  const char* name;  // the string key, in jobs with string keys
 };
-const std::vector<KeyDef> kKeys = {{0, 40, KV_FLOAT32}, {1, 5, KV_FLOAT32}, {2, 3, KV_FLOAT64}};
+const std::vector<KeyDef> kKeys = {{0, 40, KV_FLOAT32, "emb"}, {1, 5, KV_FLOAT32, "w"},
+                                   {2, 3, KV_FLOAT64, "b"}};
+bool g_str_keys = false;  // the jobs use the keys' names
+
+void Init(Store& s, const KeyDef& k, const Array& v) {
+  if (g_str_keys) InitKey(s, std::string(k.name), v);
+  else InitKey(s, k.key, v);
+}
+void Push(Store& s, const KeyDef& k, const Array& v) {
+  if (g_str_keys) PushKey(s, std::string(k.name), v);
+  else PushKey(s, k.key, v);
+}
+void PullInto(Store& s, const KeyDef& k, Array* out) {
+  if (g_str_keys) PullKey(s, std::string(k.name), out);
+  else PullKey(s, k.key, out);
+}
 
 std::unique_ptr<Array> Values(const KeyDef& k, double seed) {
   std::unique_ptr<Array> a = Array::Create({k.n}, k.dtype, Context{});
@@ -54,7 +72,7 @@ Weights Pull(Store& s) {
   Weights w;
   for (const KeyDef& k : kKeys) {
     std::unique_ptr<Array> out = Values(k, 0);
-    PullKey(s, k.key, out.get());
+    PullInto(s, k, out.get());
     out->WaitPendingWrites();
     const char* p = static_cast<const char*>(out->data());
     w.emplace_back(p, p + out->nbytes());
@@ -66,6 +84,11 @@ std::unique_ptr<Array> FromBytes(const KeyDef& k, const std::vector<char>& bytes
   std::unique_ptr<Array> a = Values(k, 0);
   std::memcpy(a->data(), bytes.data(), bytes.size());
   return a;
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
 std::string TempPath(const char* name) {
@@ -97,13 +120,13 @@ Weights RunJob(const Run& r) {
   job.OnEachWorker("optimizer states job", [&](int rank, Store& s) {
     s.SetOptimizer(r.spec);
     for (size_t i = 0; i < kKeys.size(); ++i) {
-      InitKey(s, kKeys[i].key, r.start ? *FromBytes(kKeys[i], (*r.start)[i]) : *Values(kKeys[i], 0.5));
+      Init(s, kKeys[i], r.start ? *FromBytes(kKeys[i], (*r.start)[i]) : *Values(kKeys[i], 0.5));
     }
     s.distributed()->Barrier();
     if (rank == 0 && !r.load.empty()) s.LoadOptimizerStates(r.load);
     s.distributed()->Barrier();
     for (int round = r.first_round; round < r.first_round + r.rounds; ++round) {
-      for (const KeyDef& k : kKeys) PushKey(s, k.key, *Values(k, 3.0 * round + rank + k.key));
+      for (const KeyDef& k : kKeys) Push(s, k, *Values(k, 3.0 * round + rank + k.key));
       s.WaitAll();
       if (r.type != "dist_sync") s.distributed()->Barrier();  // async: rounds in step
     }
@@ -141,11 +164,28 @@ void CheckResume(const std::string& type, int workers, const std::string& spec) 
   Run blank = second;
   blank.load.clear();
   CHECK_MSG(RunJob(blank) != want, "%s: the scenario does not depend on the state", type.c_str());
+
+  // The file does not depend on how keys were split: a local store loads it and saves the
+  // same bytes.
+  std::unique_ptr<Store> local = CreateStore("local");
+  local->SetOptimizer(spec);
+  for (size_t i = 0; i < kKeys.size(); ++i) Init(*local, kKeys[i], *FromBytes(kKeys[i], saved[i]));
+  const std::string again = TempPath("again");
+  local->LoadOptimizerStates(path);
+  local->SaveOptimizerStates(again);
+  CHECK_MSG(ReadAll(again) == ReadAll(path) && !ReadAll(path).empty(),
+            "a local store's save of a distributed job's file differs from it");
+  std::remove(again.c_str());
   std::remove(path.c_str());
 }
 
 void SyncResumeSharded() { CheckResume("dist_sync", 2, "adam(learning_rate=0.01,wd=0.001)"); }
 void AsyncResume() { CheckResume("dist_async", 1, "sgd(learning_rate=0.1,momentum=0.9)"); }
+void SyncResumeStringKeys() {
+  g_str_keys = true;
+  CheckResume("dist_sync", 2, "rmsprop(learning_rate=0.01,centered=1)");
+  g_str_keys = false;
+}
 
 void RefusedLoadChangesNothing() {
   const std::string other = TempPath("other"), bad = TempPath("bad");
@@ -191,7 +231,7 @@ void RefusedLoadChangesNothing() {
         }
       }
       s.distributed()->Barrier();
-      for (const KeyDef& k : kKeys) PushKey(s, k.key, *Values(k, 3.0 * round + rank + k.key));
+      for (const KeyDef& k : kKeys) Push(s, k, *Values(k, 3.0 * round + rank + k.key));
       s.WaitAll();
     }
     s.distributed()->Barrier();
@@ -225,6 +265,7 @@ void NoOptimizer() {
 const Case kCases[] = {
     {"sync_resume_sharded", SyncResumeSharded},
     {"async_resume", AsyncResume},
+    {"sync_resume_string_keys", SyncResumeStringKeys},
     {"refused_load_changes_nothing", RefusedLoadChangesNothing},
     {"no_optimizer", NoOptimizer},
 };
