@@ -5,6 +5,7 @@
 #include "optimizer/state_file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -57,9 +58,9 @@ uint64_t GetU64(const unsigned char* p) {
 // A bounds-checked cursor over the body; every error names the file and the body offset.
 class Reader {
  public:
-  Reader(const std::string& body, size_t base, const std::string& path)
-      : p_(reinterpret_cast<const unsigned char*>(body.data())), n_(body.size()), base_(base),
-        path_(path) {}
+  // The body: `n` bytes at `p`, which start at byte `base` of the file.
+  Reader(const unsigned char* p, size_t n, size_t base, const std::string& path)
+      : p_(p), n_(n), base_(base), path_(path) {}
 
   size_t remaining() const { return n_ - pos_; }
   size_t offset() const { return base_ + pos_; }
@@ -263,8 +264,7 @@ StatesFile DecodeStatesFile(const std::string& bytes, const std::string& path) {
   KV_CHECK(GetU32(u + 24) == Crc32(u + kHeaderBytes, have), KV_ERR_INVALID_ARGUMENT,
            "optimizer states file '%s' is corrupt: the body checksum does not match", p);
 
-  const std::string body = bytes.substr(kHeaderBytes);
-  Reader r(body, kHeaderBytes, path);
+  Reader r(u + kHeaderBytes, bytes.size() - kHeaderBytes, kHeaderBytes, path);
   StatesFile file;
   file.optimizer = r.Str("optimizer name");
   file.spec = r.Str("optimizer spec");
@@ -321,6 +321,8 @@ StatesFile ReadStatesFile(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   KV_CHECK(fd >= 0, KV_ERR_INVALID_ARGUMENT, "%s", SysError("cannot open", path).c_str());
   std::string bytes;
+  struct stat st;
+  if (::fstat(fd, &st) == 0 && st.st_size > 0) bytes.reserve(static_cast<size_t>(st.st_size));
   char buf[1 << 16];
   for (;;) {
     const ssize_t n = ::read(fd, buf, sizeof buf);
