@@ -436,6 +436,17 @@ object ScalaConformance {
       kv.dispose()
     }
 
+    scenario("rows: at, apply, slice, update") {
+      val a = NDArray.array(Array[Float](0, 1, 2, 3, 4, 5), Shape(3, 2))
+      checkEq("a(1)", Seq(2f, 3f), a(1).toArray.toSeq)
+      checkEq("at(-1)", Seq(4f, 5f), a.at(-1).toArray.toSeq)
+      checkEq("slice(0, 2)", Seq(0f, 1f, 2f, 3f), a.slice(0, 2).toArray.toSeq)
+      a(0) = 9f
+      a(2) = NDArray.array(Array[Float](7, 8), Shape(2))
+      checkEq("updates", Seq(9f, 9f, 2f, 3f, 7f, 8f), a.toArray.toSeq)
+      expectThrows[IndexOutOfBoundsException]("a(3)")(a(3))
+    }
+
     println(s"$passed passed, $failed failed")
     sys.exit(if (failed == 0) 0 else 1)
   }

@@ -429,6 +429,128 @@ public final class NDArray implements AutoCloseable {
   }
 
   // ------------------------------------------------------------------------------------------
+  // Rows along the first axis. The C ABI has no views, so a row read is a copy and a row write
+  // goes through host memory: an owned CPU array's zero-copy view, else (a GPU array, an
+  // updater's borrowed argument) a host copy of the whole array, written back.
+
+  /** A copy of row {@code i} (negative counts from the end): shape {@code shape[1:]}, same dtype and context. */
+  public NDArray row(long i) {
+    long r = rowIndex(i);
+    return copyRows(r, r + 1, rowShape());
+  }
+
+  /**
+   * A copy of rows {@code [begin, end)} (negative bounds count from the end; both are clipped to
+   * the array, as a Python slice): shape {@code [rows, shape[1:]...]}, same dtype and context.
+   */
+  public NDArray rows(long begin, long end) {
+    long n = firstDim();
+    long b = clip(begin, n);
+    long e = Math.max(b, clip(end, n));
+    long[] dims = shape.toArray();
+    dims[0] = e - b;
+    return copyRows(b, e, Shape.of(dims));
+  }
+
+  /** Writes {@code value} (shape {@code shape[1:]}, this dtype, any context) into row {@code i}. */
+  public NDArray setRow(long i, NDArray value) {
+    if (value == null) throw new KVNullPointerException("setRow: value is null");
+    long r = rowIndex(i);
+    Shape rowShape = rowShape();
+    if (!value.shape().equals(rowShape)) {
+      throw new KVShapeMismatchException("setRow: a row of " + shape + " has shape " + rowShape
+          + ", the value has shape " + value.shape());
+    }
+    if (value.dtype() != dtype) {
+      throw new KVDtypeMismatchException("setRow: the array is " + dtype + ", the value " + value.dtype());
+    }
+    ByteBuffer bytes = ByteBuffer.allocateDirect((int) value.nbytes()).order(ByteOrder.nativeOrder());
+    if (bytes.capacity() > 0) value.copyTo(bytes);
+    writeRows(r, bytes);
+    return this;
+  }
+
+  /** Sets every element of row {@code i} to {@code value} (converted as {@link #fill}). */
+  public NDArray setRow(long i, double value) {
+    long r = rowIndex(i);
+    try (NDArray tmp = full(rowShape(), value, dtype, Context.cpu())) {
+      return setRow(r, tmp);
+    }
+  }
+
+  private long firstDim() {
+    if (shape.ndim() == 0) throw new IndexOutOfBoundsException("a 0-d NDArray has no rows");
+    return shape.get(0);
+  }
+
+  private long rowIndex(long i) {
+    long n = firstDim();
+    if (i < -n || i >= n) {
+      throw new IndexOutOfBoundsException("row " + i + " is out of range for axis 0 of size " + n);
+    }
+    return i < 0 ? i + n : i;
+  }
+
+  private static long clip(long i, long n) {
+    if (i < 0) i += n;
+    return Math.max(0, Math.min(n, i));
+  }
+
+  private long rowBytes() {
+    return shape.get(0) == 0 ? 0 : nbytes() / shape.get(0);
+  }
+
+  private boolean hasHostView() {
+    return cleanable != null && !context.isGpu();
+  }
+
+  /** The bytes of rows [b, e) as a direct buffer (a view of this array's memory or a copy). */
+  private ByteBuffer hostRows(long b, long e) {
+    ByteBuffer all;
+    if (hasHostView()) {
+      all = asByteBuffer();
+    } else {
+      all = ByteBuffer.allocateDirect((int) nbytes()).order(ByteOrder.nativeOrder());
+      copyTo(all);
+    }
+    all.position((int) (b * rowBytes())).limit((int) (e * rowBytes()));
+    return all.slice().order(ByteOrder.nativeOrder());
+  }
+
+  private void writeRows(long r, ByteBuffer bytes) {
+    long off = r * rowBytes();
+    if (hasHostView()) {
+      ByteBuffer view = asByteBuffer();
+      view.position((int) off);
+      view.put(bytes);
+      return;
+    }
+    ByteBuffer all = ByteBuffer.allocateDirect((int) nbytes()).order(ByteOrder.nativeOrder());
+    copyTo(all);
+    all.position((int) off);
+    all.put(bytes);
+    all.clear();
+    copyFrom(all);
+  }
+
+  private Shape rowShape() {
+    firstDim();
+    long[] dims = shape.toArray();
+    return Shape.of(java.util.Arrays.copyOfRange(dims, 1, dims.length));
+  }
+
+  private NDArray copyRows(long b, long e, Shape outShape) {
+    NDArray out = zeros(outShape, dtype, context);
+    try {
+      if (e > b && rowBytes() > 0) out.copyFrom(hostRows(b, e));
+      return out;
+    } catch (RuntimeException ex) {
+      out.close();
+      throw ex;
+    }
+  }
+
+  // ------------------------------------------------------------------------------------------
   // Copies and arithmetic
 
   /** Sets every element to {@code value}. */

@@ -156,6 +156,7 @@ public final class ConformanceTest {
     scenario("close racing calls on other threads", ConformanceTest::closeRacingCalls);
     scenario("optimizer states: save, load, resume bit-identically", ConformanceTest::optimizerStates);
     scenario("isCapable and optimizer objects", ConformanceTest::capabilitiesAndOptimizers);
+    scenario("rows: row, rows, setRow", ConformanceTest::rowIndexing);
     System.out.println(passed + " passed, " + failed + " failed");
     System.exit(failed == 0 ? 0 : 1);
   }
@@ -685,6 +686,52 @@ public final class ConformanceTest {
       kv.pull("w", out);
       checkValues("test optimizer object with string keys", 7f, out);
       expectThrows("null optimizer", KVNullPointerException.class, () -> kv.setOptimizer((Optimizer) null));
+    }
+  }
+
+  static void rowIndexing() {
+    float[] data = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
+    try (NDArray a = NDArray.create(data, Shape.of(4, 3))) {
+      NDArray r = a.row(1);
+      checkEq("row shape", Shape.of(3), r.shape());
+      check("row 1", Arrays.equals(new float[] {3, 4, 5}, r.toFloatArray()));
+      r.fill(0);
+      check("a row is a copy", a.toFloatArray()[3] == 3f);
+      check("row -1", Arrays.equals(new float[] {9, 10, 11}, a.row(-1).toFloatArray()));
+      NDArray rs = a.rows(1, 3);
+      checkEq("rows shape", Shape.of(2, 3), rs.shape());
+      check("rows 1..3", Arrays.equals(new float[] {3, 4, 5, 6, 7, 8}, rs.toFloatArray()));
+      checkEq("rows clip as slices do", Shape.of(1, 3), a.rows(-1, 100).shape());
+      checkEq("empty rows", Shape.of(0, 3), a.rows(3, 1).shape());
+      a.setRow(0, 7);
+      a.setRow(-2, NDArray.create(new float[] {1, 2, 3}, Shape.of(3)));
+      check("setRow writes the rows", Arrays.equals(
+          new float[] {7, 7, 7, 3, 4, 5, 1, 2, 3, 9, 10, 11}, a.toFloatArray()));
+      float[] before = a.toFloatArray();
+      expectThrows("row out of range", IndexOutOfBoundsException.class, () -> a.row(4));
+      expectThrows("row -5", IndexOutOfBoundsException.class, () -> a.setRow(-5, 1));
+      expectThrows("row of the wrong shape", KVShapeMismatchException.class,
+          () -> a.setRow(0, NDArray.zeros(Shape.of(4))));
+      expectThrows("row of the wrong dtype", KVDtypeMismatchException.class,
+          () -> a.setRow(0, NDArray.zeros(Shape.of(3), DType.FLOAT64)));
+      expectThrows("0-d array", IndexOutOfBoundsException.class,
+          () -> NDArray.zeros(Shape.of()).row(0));
+      check("failed row writes change nothing", Arrays.equals(before, a.toFloatArray()));
+    }
+    try (NDArray i = NDArray.zeros(Shape.of(2, 2), DType.INT32)) {
+      i.setRow(1, 5);
+      check("int32 rows", Arrays.equals(new int[] {0, 0, 5, 5}, i.toIntArray()));
+      expectThrows("a value the dtype cannot hold", KVInvalidArgumentException.class,
+          () -> i.setRow(0, 1e12));
+    }
+    // An updater's borrowed arrays have no zero-copy view: rows go through a copy and back.
+    try (KVStore kv = KVStore.create("local")) {
+      kv.init(1, NDArray.zeros(Shape.of(3, 2)));
+      kv.setUpdater((key, input, stored) -> stored.setRow(key, input.row(key).mul(10)));
+      kv.push(1, NDArray.ones(Shape.of(3, 2)));
+      NDArray out = NDArray.zeros(Shape.of(3, 2));
+      kv.pull(1, out);
+      check("rows inside an updater", Arrays.equals(new float[] {0, 0, 10, 10, 0, 0}, out.toFloatArray()));
     }
   }
 

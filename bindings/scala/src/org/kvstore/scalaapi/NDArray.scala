@@ -55,6 +55,20 @@ final class NDArray private[scalaapi] (val java: JNDArray) extends AutoCloseable
   def set(data: Array[Float]): NDArray = { java.copyFrom(data); this }
 
   /** Copies into `other` (same shape and dtype, any device). */
+  /** A copy of row `i` (negative from the end); the C ABI has no views, so rows are copies. */
+  def at(i: Int): NDArray = new NDArray(java.row(i))
+
+  def apply(i: Int): NDArray = at(i)
+
+  /** A copy of rows `[begin, end)`. */
+  def slice(begin: Int, end: Int): NDArray = new NDArray(java.rows(begin, end))
+
+  /** Writes `value` (shape `shape.drop(1)`) into row `i`: `a(i) = b`. */
+  def update(i: Int, value: NDArray): Unit = java.setRow(i, value.java)
+
+  /** Sets every element of row `i`: `a(i) = 5f`. */
+  def update(i: Int, value: Float): Unit = java.setRow(i, value.toDouble)
+
   def copyTo(other: NDArray): NDArray = { java.copyTo(other.java); other }
 
   /** A copy on `ctx`. */
