@@ -357,6 +357,77 @@ sub aspdl {
 }
 
 # ---------------------------------------------------------------------------------------
+# Rows along the first axis. The C ABI has no views, so at and slice return copies (a new
+# array on the same context) and set_row writes through a host copy of the whole array.
+# Negative indices count from the end.
+
+# (rows, bytes per row, shape of one row); croaks for a 0-d array.
+sub _rows_of {
+  my ($self, $what) = @_;
+  my $shape = $self->shape;
+  KVStore::Error->invalid("$what: a 0-d NDArray has no rows") unless @$shape;
+  my $bytes = length $self->tobytes;
+  return ($shape->[0], $shape->[0] ? $bytes / $shape->[0] : 0, [@$shape[1 .. $#$shape]]);
+}
+
+sub _row_index {
+  my ($what, $n, $i) = @_;
+  KVStore::Error->invalid("$what: the row index must be an integer, got " . _show($i))
+    unless defined $i && !ref $i && $i =~ /\A-?[0-9]+\z/;
+  KVStore::Error->invalid("$what: row $i is out of range for axis 0 of size $n")
+    unless $i >= -$n && $i < $n;
+  return $i < 0 ? $i + $n : $i;
+}
+
+# A copy of row $i, of shape shape[1..] (a 1-d array's row is a 0-d array).
+sub at {
+  my ($self, $i) = @_;
+  my ($n, $row_bytes, $row_shape) = $self->_rows_of('at');
+  my $r = _row_index('at', $n, $i);
+  my $out = __PACKAGE__->_create($row_shape, $self->dtype, $self->context);
+  $out->_from_bytes(substr($self->tobytes, $r * $row_bytes, $row_bytes)) if $row_bytes;
+  return $out;
+}
+
+# A copy of rows [$begin, $end) ($end defaults to the number of rows; both clipped to the
+# array, as a Python slice).
+sub slice {
+  my ($self, $begin, $end) = @_;
+  my ($n, $row_bytes, $row_shape) = $self->_rows_of('slice');
+  my @b;
+  for my $x ($begin // 0, $end // $n) {
+    KVStore::Error->invalid('slice: bounds must be integers, got ' . _show($x))
+      unless !ref $x && $x =~ /\A-?[0-9]+\z/;
+    my $v = $x < 0 ? $x + $n : $x;
+    push @b, $v < 0 ? 0 : $v > $n ? $n : $v;
+  }
+  my ($b, $e) = ($b[0], $b[1] < $b[0] ? $b[0] : $b[1]);
+  my $out = __PACKAGE__->_create([$e - $b, @$row_shape], $self->dtype, $self->context);
+  $out->_from_bytes(substr($self->tobytes, $b * $row_bytes, ($e - $b) * $row_bytes))
+    if $row_bytes && $e > $b;
+  return $out;
+}
+
+# Writes $value into row $i: a number (every element), an NDArray of the row's shape and this
+# dtype, or array refs / a PDL as set() takes them. Checked before anything is written.
+sub set_row {
+  my ($self, $i, $value) = @_;
+  my ($n, $row_bytes, $row_shape) = $self->_rows_of('set_row');
+  my $r = _row_index('set_row', $n, $i);
+  my $row = __PACKAGE__->_create($row_shape, $self->dtype, KVStore::Context->cpu(0));
+  if (blessed $value && $value->isa(__PACKAGE__)) {
+    KVStore::Error->check(KVStore::Raw::KVArrayCopy($row->handle, $value->handle));
+  } elsif (_is_number($value)) {
+    $row->fill($value);
+  } else {
+    $row->set($value);
+  }
+  my $bytes = $self->tobytes;
+  substr($bytes, $r * $row_bytes, $row_bytes) = $row->tobytes if $row_bytes;
+  return $self->_from_bytes($bytes);
+}
+
+# ---------------------------------------------------------------------------------------
 # Copies, fill, arithmetic
 
 sub fill {
