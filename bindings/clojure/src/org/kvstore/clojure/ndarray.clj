@@ -90,6 +90,27 @@
   [^NDArray a value]
   (with-errors (.fill a (double value))))
 
+(defn row
+  "A copy of row i of a (negative i counts from the end), of shape (rest (shape a)). The C ABI
+  has no views: rows are copies. An index out of range throws IndexOutOfBoundsException, as
+  nth does."
+  [^NDArray a i]
+  (with-errors (.row a (long i))))
+
+(defn rows
+  "A copy of rows [begin, end) of a (negative bounds count from the end; clipped as a slice)."
+  [^NDArray a begin end]
+  (with-errors (.rows a (long begin) (long end))))
+
+(defn set-row!
+  "Writes value (a number, or an array of the row's shape and a's dtype) into row i of a;
+  returns a. Checked before anything is written."
+  [^NDArray a i value]
+  (with-errors
+    (if (instance? NDArray value)
+      (.setRow a (long i) ^NDArray value)
+      (.setRow a (long i) (double value)))))
+
 (defn copy [^NDArray a] (with-errors (.copy a)))
 
 (defn copy-to

@@ -228,6 +228,19 @@
       (is (= (all-of 6 6) (ndarray/->vec out))))
     (kvstore/dispose kv)))
 
+(deftest ndarray-rows
+  (let [a (ndarray/array [0 1 2 3 4 5] [3 2])]
+    (is (= [(float 2) (float 3)] (ndarray/->vec (ndarray/row a 1))))
+    (is (= [(float 4) (float 5)] (ndarray/->vec (ndarray/row a -1))))
+    (is (= (mapv float [0 1 2 3]) (ndarray/->vec (ndarray/rows a 0 2))))
+    (is (= a (ndarray/set-row! a 0 9)))
+    (ndarray/set-row! a 2 (ndarray/array [7 8] [2]))
+    (is (= (mapv float [9 9 2 3 7 8]) (ndarray/->vec a)))
+    (is (thrown? IndexOutOfBoundsException (ndarray/row a 3)))
+    (let [e (caught #(ndarray/set-row! a 0 (ndarray/zeros [3])))]
+      (is (= "KV_ERR_SHAPE_MISMATCH" (:name (ex-data e)))))
+    (is (= (mapv float [9 9 2 3 7 8]) (ndarray/->vec a)) "failed writes change nothing")))
+
 (defn- rss-kb []
   ;; Files/readAllLines: slurp's reader asks /proc for available(), which fails there.
   (->> (java.nio.file.Files/readAllLines (java.nio.file.Paths/get "/proc/self/status" (make-array String 0)))
