@@ -34,7 +34,7 @@ from .errors import KVStoreError, check_call, error_class, make_error
 from .ndarray import NDArray, _DTYPE_TO_CODE, _from_numpy
 from .optimizer import Optimizer
 
-__all__ = ["KVStore", "create", "waitall", "is_worker_node", "is_server_node",
+__all__ = ["KVStore", "KVStoreBase", "create", "waitall", "is_worker_node", "is_server_node",
            "is_scheduler_node"]
 
 _INT_MIN, _INT_MAX = -(2 ** 31), 2 ** 31 - 1
@@ -519,6 +519,11 @@ class KVStore(object):
         cfunc = reg.cfunc if reg is not None else KVController()
         self._call(LIB.KVStoreRunServer, cfunc, None, callbacks=True, server=True)
         del reg
+
+
+#: The reference's abstract base of stores (``mx.kv.KVStoreBase``); here the one store class,
+#: so ``KVStoreBase.OPTIMIZER`` and ``isinstance(store, KVStoreBase)`` work unchanged.
+KVStoreBase = KVStore
 
 
 def waitall():

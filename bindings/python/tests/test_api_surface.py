@@ -21,6 +21,7 @@ def value_of(store, key, shape=SHAPE):
 def test_is_capable_optimizer_on_every_in_process_type(name):
     with kv.create(name) as store:
         assert kv.KVStore.OPTIMIZER == "optimizer"
+        assert isinstance(store, kv.KVStoreBase) and kv.KVStoreBase.OPTIMIZER == "optimizer"
         assert store.is_capable(kv.KVStore.OPTIMIZER) is True
         assert store.is_capable("Optimizer") is True  # case-insensitive, as the reference
 
