@@ -23,6 +23,7 @@ use KVStore::Raw ();
 use KVStore::Error;
 
 my %FLAG = (centered => 1, multi_precision => 1);
+my @CLASSES = qw(SGD NAG Adam AdaGrad RMSProp Test);
 
 sub _name { KVStore::Error->invalid('KVStore::Optimizer is abstract; use ::SGD, ::Adam, ... or create') }
 
@@ -51,7 +52,7 @@ sub new {
 # The optimizer called $name ('sgd', 'adam', ...; case-insensitive) with %params.
 sub create {
   my ($class, $name, @params) = @_;
-  my %class_of = map { lc($_) => "KVStore::Optimizer::$_" } qw(SGD NAG Adam AdaGrad RMSProp Test);
+  my %class_of = map { lc($_) => "KVStore::Optimizer::$_" } @CLASSES;
   KVStore::Error->invalid("unknown optimizer '" . ($name // 'undef') . "' (known: "
       . join(', ', sort keys %class_of) . ')')
     unless defined $name && !ref $name && $class_of{ lc $name };
@@ -88,28 +89,12 @@ sub param {
 
 use overload '""' => sub { $_[0]->spec }, fallback => 1;
 
-package KVStore::Optimizer::SGD;
-our @ISA = ('KVStore::Optimizer');
-sub _name {'sgd'}
-
-package KVStore::Optimizer::NAG;
-our @ISA = ('KVStore::Optimizer');
-sub _name {'nag'}
-
-package KVStore::Optimizer::Adam;
-our @ISA = ('KVStore::Optimizer');
-sub _name {'adam'}
-
-package KVStore::Optimizer::AdaGrad;
-our @ISA = ('KVStore::Optimizer');
-sub _name {'adagrad'}
-
-package KVStore::Optimizer::RMSProp;
-our @ISA = ('KVStore::Optimizer');
-sub _name {'rmsprop'}
-
-package KVStore::Optimizer::Test;
-our @ISA = ('KVStore::Optimizer');
-sub _name {'test'}
+# The classes, one per built-in optimizer: KVStore::Optimizer::SGD is 'sgd', and so on.
+for my $class (@CLASSES) {
+  no strict 'refs';
+  my $name = lc $class;
+  @{"KVStore::Optimizer::${class}::ISA"} = ('KVStore::Optimizer');
+  *{"KVStore::Optimizer::${class}::_name"} = sub {$name};
+}
 
 1;

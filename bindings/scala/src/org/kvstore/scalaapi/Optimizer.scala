@@ -34,18 +34,24 @@ abstract class Optimizer(name: String, numbers: Seq[(String, Double)], flags: Se
   override def hashCode: Int = spec.hashCode
 }
 
+private object Optimizer {
+  // The parameters sgd and nag share, in spec order.
+  def momentumParams(learningRate: Double, momentum: Double, wd: Double, rescaleGrad: Double,
+                     clipGradient: Double): Seq[(String, Double)] =
+    Seq("learning_rate" -> learningRate, "momentum" -> momentum, "wd" -> wd,
+        "rescale_grad" -> rescaleGrad, "clip_gradient" -> clipGradient)
+}
+
 class SGD(learningRate: Double = Double.NaN, momentum: Double = Double.NaN, wd: Double = Double.NaN,
           rescaleGrad: Double = Double.NaN, clipGradient: Double = Double.NaN,
           multiPrecision: Boolean = false)
-    extends Optimizer("sgd", Seq("learning_rate" -> learningRate, "momentum" -> momentum, "wd" -> wd,
-                                 "rescale_grad" -> rescaleGrad, "clip_gradient" -> clipGradient),
+    extends Optimizer("sgd", Optimizer.momentumParams(learningRate, momentum, wd, rescaleGrad, clipGradient),
                       Seq("multi_precision" -> multiPrecision))
 
 class NAG(learningRate: Double = Double.NaN, momentum: Double = Double.NaN, wd: Double = Double.NaN,
           rescaleGrad: Double = Double.NaN, clipGradient: Double = Double.NaN,
           multiPrecision: Boolean = false)
-    extends Optimizer("nag", Seq("learning_rate" -> learningRate, "momentum" -> momentum, "wd" -> wd,
-                                 "rescale_grad" -> rescaleGrad, "clip_gradient" -> clipGradient),
+    extends Optimizer("nag", Optimizer.momentumParams(learningRate, momentum, wd, rescaleGrad, clipGradient),
                       Seq("multi_precision" -> multiPrecision))
 
 class Adam(learningRate: Double = Double.NaN, beta1: Double = Double.NaN, beta2: Double = Double.NaN,
