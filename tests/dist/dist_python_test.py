@@ -7,6 +7,7 @@ exactly 1 + n(n+1)/2*2*(i+1).
 Before that, a worker refuses Python updaters (they run on the servers): set_updater raises
 NotSupportedError, the library never calls the free hook of the refused registration, and
 the binding releases it exactly once (nothing left registered, the callable collectable).
+Then worker 0 saves the optimizer states of the job and loads them back.
 Prints "PASS python rank R".
 """
 import sys
@@ -64,6 +65,20 @@ for r in range(3):
         got = o.asnumpy()
         if not np.all(got == want):
             sys.exit("FAIL rank %d round %d key %s: got %s, want %s" % (rank, r, k, got.ravel()[:4], want))
+
+# Optimizer states: worker 0 gathers the servers' state (of every part of the sharded keys)
+# into one file and sends it back; every worker's pull still sees the same values.
+store.barrier()
+if rank == 0:
+    import os
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "states.kvos")
+        store.save_optimizer_states(path)
+        with open(path, "rb") as f:
+            assert f.read(8) == b"KVOSTATE"
+        store.load_optimizer_states(path)
+store.barrier()
 
 # Errors surface as the binding's exception classes.
 try:
