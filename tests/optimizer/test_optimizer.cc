@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "../common/cases.h"
 #include "../common/check.h"
 #include "kvstore/kvstore.h"
 
@@ -1224,12 +1225,7 @@ void TestSpecErrorTruncated() {
             "invalid optimizer spec \"sgd(lr=0.1x)\"");
 }
 
-struct Case {
-  const char* name;
-  void (*fn)();
-};
-
-const Case kCases[] = {
+const TestCase kCases[] = {
     {"sgd_plain", TestSgdPlain},
     {"sgd_momentum", TestSgdMomentum},
     {"sgd_state_per_key", TestSgdStatePerKey},
@@ -1271,19 +1267,4 @@ const Case kCases[] = {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  bool found = argc < 2;
-  for (const Case& c : kCases) {
-    if (argc >= 2 && std::strcmp(argv[1], c.name) != 0) continue;
-    found = true;
-    c.fn();
-  }
-  if (!found) {
-    std::fprintf(stderr, "unknown case %s\n", argv[1]);
-    return 2;
-  }
-  const int status = check_summary();
-  if (status != 0) return status;
-  // A case run alone that skipped reports ctest's skip status.
-  return argc >= 2 && check_skipped() ? CHECK_SKIP_STATUS : 0;
-}
+int main(int argc, char** argv) { return RunCases(argc, argv, kCases); }

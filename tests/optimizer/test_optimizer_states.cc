@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "../common/arrays.h"
+#include "../common/cases.h"
 #include "../common/check.h"
 #include "kvstore/kvstore.h"
 
@@ -424,12 +425,7 @@ void concurrent_pushes() {
   std::remove(path.c_str());
 }
 
-struct Case {
-  const char* name;
-  void (*fn)();
-};
-
-const Case kCases[] = {
+const TestCase kCases[] = {
     {"resume_sgd_momentum", resume_sgd_momentum}, {"resume_adam", resume_adam},
     {"resume_every_optimizer", resume_every_optimizer}, {"resume_string_keys", resume_string_keys},
     {"resume_multi_precision", resume_multi_precision},
@@ -441,16 +437,4 @@ const Case kCases[] = {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  bool found = argc < 2;
-  for (const Case& c : kCases) {
-    if (argc >= 2 && std::strcmp(argv[1], c.name) != 0) continue;
-    found = true;
-    c.fn();
-  }
-  if (!found) {
-    std::fprintf(stderr, "unknown case %s\n", argv[1]);
-    return 2;
-  }
-  return check_summary();
-}
+int main(int argc, char** argv) { return RunCases(argc, argv, kCases); }
