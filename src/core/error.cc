@@ -24,4 +24,9 @@ std::string StrFormat(const char* fmt, ...) {
 
 void ThrowError(int code, const std::string& message) { throw Error(code, message); }
 
+int ErrorCode(const std::exception& e) noexcept {
+  const auto* err = dynamic_cast<const Error*>(&e);
+  return err != nullptr ? err->code() : KV_ERR_INTERNAL;
+}
+
 }  // namespace kvstore

@@ -26,6 +26,11 @@ std::string StrFormat(const char* fmt, ...) __attribute__((format(printf, 1, 2))
 
 [[noreturn]] void ThrowError(int code, const std::string& message);
 
+// The KV_ERR_* code of a caught exception: its own for a kvstore::Error, KV_ERR_INTERNAL for
+// anything else (std::bad_alloc included: callers that can name what ran out of memory catch
+// it first).
+int ErrorCode(const std::exception& e) noexcept;
+
 }  // namespace kvstore
 
 // KV_CHECK(cond, KV_ERR_X, "fmt", ...) throws kvstore::Error(KV_ERR_X, message) unless cond.

@@ -221,11 +221,8 @@ void Server::HandleSetOptimizer(const Message& m) {
       hooks_->str_updater.reset();
       hooks_->optimizer_spec = m.str;
       if (cfg_.verbose >= 1) Log("optimizer set to %s", m.str.c_str());
-    } catch (const Error& e) {
-      status = e.code();
-      msg = e.what();
     } catch (const std::exception& e) {
-      status = KV_ERR_INTERNAL;
+      status = ErrorCode(e);
       msg = e.what();
     }
   }

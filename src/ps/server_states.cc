@@ -50,11 +50,8 @@ void Server::HandleSaveStates(const Message& m) {
     buf->msg = zmq::message_t(bytes.data(), bytes.size());
     p.buf = std::move(buf);
     p.nbytes = bytes.size();
-  } catch (const Error& e) {
-    h.status = e.code();
-    msg = e.what();
   } catch (const std::exception& e) {
-    h.status = KV_ERR_INTERNAL;
+    h.status = ErrorCode(e);
     msg = e.what();
   }
   SendMessage(sock_, &m.routing_id, h, msg, p);
@@ -85,11 +82,8 @@ void Server::HandleLoadStates(const Message& m) {
     }
     holder->LoadStates(&file, what, apply);
     if (apply && cfg_.verbose >= 1) Log("optimizer states loaded from worker %d", m.h.sender_rank);
-  } catch (const Error& e) {
-    status = e.code();
-    msg = e.what();
   } catch (const std::exception& e) {
-    status = KV_ERR_INTERNAL;
+    status = ErrorCode(e);
     msg = e.what();
   }
   Reply(m.routing_id, m.h.req_id, status, msg);
