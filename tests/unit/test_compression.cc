@@ -22,7 +22,7 @@ using compression::Compression;
 
 static std::vector<uint8_t> Bytes(const std::vector<float>& words) {
   std::vector<uint8_t> b(words.size() * 4);
-  std::memcpy(b.data(), words.data(), b.size());
+  if (!b.empty()) std::memcpy(b.data(), words.data(), b.size());
   return b;
 }
 
