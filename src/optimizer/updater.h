@@ -8,8 +8,18 @@
 #include <vector>
 
 #include "core/array.h"
+#include "core/error.h"
 
 namespace kvstore {
+
+// How an updater wants the sum of row_sparse pushes to a key whose stored value is dense
+// (Updater::row_sparse_recv).
+enum class RowSparseRecv {
+  kAsIs,   // Update() with recv row_sparse and the whole stored value (the default:
+           //   callback updaters; C/binding updaters see a row_sparse recv array)
+  kDense,  // Update() with recv cast to dense (zero rows where nothing was pushed)
+  kRows,   // UpdateRows(): only the pushed rows change (lazy update)
+};
 
 // The per-key state that the updates of one call change, held back until the call commits.
 // A caller runs the updater of each key on a scratch copy of the stored value and swaps the
@@ -78,6 +88,34 @@ class Updater {
   // optimizer/recv_sum.h), never by converting a sum already rounded to `dtype`. Constant
   // for the updater's lifetime; never throws.
   virtual int RecvDType(int dtype) const { return dtype; }
+
+  // How Update wants the sum of row_sparse pushes for a dense stored value. Constant for
+  // the updater's lifetime; never throws.
+  virtual RowSparseRecv row_sparse_recv() const { return RowSparseRecv::kAsIs; }
+
+  // The lazy update of rows row_ids[0..n) (sorted, unique, each < rows) of a dense stored
+  // value whose shape is `shape` (rows = shape[0]; row_len = product of shape[1:]):
+  // `grad` is the dense (n, row_len...) block of the summed pushed rows in
+  // RecvDType(dtype); `weight` is a dense scratch block of the same rows of the stored value
+  // (n, row_len...) gathered by the caller, updated in place. Per-key state changes only in
+  // these rows and is staged in `txn` like Update's (committed or discarded with it; a key
+  // is staged at most once per txn, by Update or UpdateRows); the cost is O(n * row_len),
+  // never O(rows * row_len). Throws like Update (the caller then discards the scratch
+  // block). Called only when row_sparse_recv() returns kRows.
+  virtual void UpdateRows(int key, const char* str_key, const Shape& shape,
+                          const int64_t* row_ids, int64_t n, const Array& grad,
+                          Array* weight, UpdateTxn* txn) {
+    (void)str_key;
+    (void)shape;
+    (void)row_ids;
+    (void)n;
+    (void)grad;
+    (void)weight;
+    (void)txn;
+    KV_FAIL(KV_ERR_INTERNAL,
+            "UpdateRows called on key %d of an updater whose row_sparse_recv() is not kRows",
+            key);
+  }
 };
 
 }  // namespace kvstore
