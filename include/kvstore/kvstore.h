@@ -112,7 +112,8 @@ KVSTORE_API const char* KVErrorName(int code);
 /* Arrays                                                                                    */
 /* ---------------------------------------------------------------------------------------- */
 
-/* An n-dimensional dense array of one dtype on one device. */
+/* An n-dimensional array of one dtype on one device: dense, or row_sparse (see "Row-sparse
+ * arrays" below for how the functions of this section treat those). */
 typedef struct KVArray_ KVArray;
 typedef KVArray* KVArrayHandle;
 
@@ -205,17 +206,19 @@ KVSTORE_API int KVArrayCopyFromHost(KVArrayHandle array, const void* data, size_
 KVSTORE_API int KVArrayCopyToHost(KVArrayHandle array, void* data, size_t nbytes);
 
 /* Copies `src` into `dst` (any devices). Shapes and dtypes must be equal.
- * Errors: NULL_POINTER, SHAPE_MISMATCH, DTYPE_MISMATCH, CUDA. */
+ * Errors: NULL_POINTER, SHAPE_MISMATCH, DTYPE_MISMATCH, NOT_SUPPORTED (a row_sparse array),
+ * CUDA. */
 KVSTORE_API int KVArrayCopy(KVArrayHandle dst, KVArrayHandle src);
 
 /* Sets every element to `value` converted to the array's dtype (integer dtypes truncate
  * toward zero; out-of-range values are an INVALID_ARGUMENT). Errors: NULL_POINTER,
- * INVALID_ARGUMENT, CUDA. */
+ * INVALID_ARGUMENT, NOT_SUPPORTED (a row_sparse array), CUDA. */
 KVSTORE_API int KVArrayFill(KVArrayHandle array, double value);
 
 /* out = a <op> b, element-wise. a, b and out must share shape, dtype and device; `out` may
  * be `a` or `b` (in-place). Errors: NULL_POINTER, INVALID_ARGUMENT (op, integer division by
- * zero: `out` is then unchanged), SHAPE_MISMATCH, DTYPE_MISMATCH, DEVICE, CUDA. */
+ * zero: `out` is then unchanged), SHAPE_MISMATCH, DTYPE_MISMATCH, DEVICE, NOT_SUPPORTED (a
+ * row_sparse array), CUDA. */
 KVSTORE_API int KVArrayBinary(int op, KVArrayHandle a, KVArrayHandle b, KVArrayHandle out);
 
 /* out = a <op> scalar, element-wise, with the scalar converted to the dtype of `a`. `out`
@@ -227,6 +230,61 @@ KVSTORE_API int KVArrayBinaryScalar(int op, KVArrayHandle a, double scalar, KVAr
  * Arrays of in-process stores are never pending. Errors: NULL_POINTER, plus any code a
  * failed asynchronous pull produced (TIMEOUT, NETWORK, PEER_DEAD, ...). */
 KVSTORE_API int KVArrayWaitToRead(KVArrayHandle array);
+
+/* ---- Row-sparse arrays ------------------------------------------------------------------ */
+/* A row_sparse array of logical shape (R, d1, ..., dk) stores only some rows: their ids
+ * r_0 < ... < r_{n-1} in [0, R) (int64, strictly increasing) and a data block of shape
+ * (n, d1, ..., dk) holding those rows in order; every other row reads as zero. It lives in
+ * host memory (KV_CPU contexts only) and has rank >= 1. The array functions above see it
+ * as follows: KVArrayGetNDim and KVArrayGetShape give the logical shape, KVArrayGetSize the
+ * logical element count (R * d1 * ... * dk); KVArrayGetNBytes gives the bytes of the data
+ * block, KVArrayGetData its address (valid until the row set is replaced, which only
+ * KVStoreRowSparsePull does; ask again afterwards), and KVArrayCopyFromHost /
+ * KVArrayCopyToHost copy the whole block (n * d1 * ... * dk elements). KVArrayCopy,
+ * KVArrayFill, KVArrayBinary and KVArrayBinaryScalar refuse it with NOT_SUPPORTED (cast it
+ * with KVArrayCastStorage). The stores take row_sparse values as documented at KVStoreInit,
+ * KVStorePush and KVStoreRowSparsePull. */
+
+/* Storage types (the reference's values). */
+typedef enum KVStorageType {
+  KV_STYPE_DEFAULT = 0,   /* dense: every element stored */
+  KV_STYPE_ROW_SPARSE = 1 /* row ids + a block of those rows */
+} KVStorageType;
+
+/* Creates a row_sparse array of logical shape `shape` (ndim >= 1, as KVArrayCreate) holding
+ * the `num_rows` rows `row_ids` with zero data; fill the block with KVArrayCopyFromHost (row
+ * i of the block is row row_ids[i]). `row_ids` must be strictly increasing and each in
+ * [0, shape[0]) (ids are not sorted for the caller: the block's row order is the caller's);
+ * it may be NULL when num_rows is 0.
+ * Errors: NULL_POINTER (out, shape, row_ids with num_rows > 0), INVALID_ARGUMENT (as
+ * KVArrayCreate, ndim 0, num_rows < 0 or > shape[0], an id out of range or out of order; the
+ * message names its position), NOT_SUPPORTED (dev_type other than KV_CPU), DEVICE,
+ * OUT_OF_MEMORY. On success the caller owns *out. */
+KVSTORE_API int KVArrayCreateRowSparse(const int64_t* shape, int ndim, int dtype, int dev_type,
+                                       int dev_id, const int64_t* row_ids, int64_t num_rows,
+                                       KVArrayHandle* out);
+
+/* The storage type (a KVStorageType). Errors: NULL_POINTER. */
+KVSTORE_API int KVArrayGetStorageType(KVArrayHandle array, int* out_stype);
+
+/* The number of stored rows of a row_sparse array.
+ * Errors: NULL_POINTER, INVALID_ARGUMENT (a dense array). */
+KVSTORE_API int KVArrayGetNumRows(KVArrayHandle array, int64_t* out_num_rows);
+
+/* Copies the row ids of a row_sparse array (increasing) into `out_ids`, which holds
+ * `capacity` entries (NULL allowed when the array has no rows).
+ * Errors: NULL_POINTER, INVALID_ARGUMENT (a dense array, capacity smaller than the number
+ * of rows: nothing is copied). */
+KVSTORE_API int KVArrayGetRowIds(KVArrayHandle array, int64_t* out_ids, int64_t capacity);
+
+/* Creates a new array of storage type `stype` with the logical content of `src` (same
+ * shape, dtype and device): dense to row_sparse keeps exactly the rows that have a non-zero
+ * element (the reference's cast_storage; NaN counts as non-zero, -0 as zero), row_sparse to
+ * dense fills the rows not stored with zeros, and a cast to src's own type copies it.
+ * Errors: NULL_POINTER, INVALID_ARGUMENT (unknown stype, a dense scalar to row_sparse),
+ * NOT_SUPPORTED (dense on a GPU to row_sparse), OUT_OF_MEMORY. On success the caller owns
+ * *out. */
+KVSTORE_API int KVArrayCastStorage(KVArrayHandle src, int stype, KVArrayHandle* out);
 
 /* ---------------------------------------------------------------------------------------- */
 /* Stores                                                                                    */

@@ -87,10 +87,26 @@ CallArrays CheckList(const KeyList& keys, const KVArrayHandle* arrays, const cha
   return out;
 }
 
+// Row-sparse arrays reach a store only as values, and only a store that takes them;
+// outputs of init/pull-like calls are written dense.
+void CheckStorage(const Store& store, const KeyList& keys, CallArrays& arrays, const char* what,
+                  bool outputs = false) {
+  for (int i = 0; i < keys.size; ++i) {
+    if (!arrays.arrays[i]->is_row_sparse()) continue;
+    KV_CHECK(!outputs, KV_ERR_NOT_SUPPORTED,
+             "%s: output %d (key %s) is row_sparse; it writes dense outputs (KVStoreRowSparsePull "
+             "writes row_sparse ones)", what, i, keys.Name(i).c_str());
+    KV_CHECK(store.takes_row_sparse(), KV_ERR_NOT_SUPPORTED,
+             "%s: value %d (key %s) is row_sparse, which store type \"%s\" does not take yet (the "
+             "local and device stores do)", what, i, keys.Name(i).c_str(), store.type().c_str());
+  }
+}
+
 int StoreInit(KVStoreHandle store, const KeyList& keys, const KVArrayHandle* vals) {
   return Guard([&] {
     const InCall in_call = EnterStore(store);
     CallArrays v = CheckList(keys, vals, "init");
+    CheckStorage(*store, keys, v, "init");
     store->Init(keys, v.data());
   });
 }
@@ -99,6 +115,7 @@ int StorePush(KVStoreHandle store, const KeyList& keys, const KVArrayHandle* val
   return Guard([&] {
     const InCall in_call = EnterStore(store);
     CallArrays v = CheckList(keys, vals, "push");
+    CheckStorage(*store, keys, v, "push");
     store->Push(keys, v.data(), priority);
   });
 }
@@ -107,6 +124,7 @@ int StorePull(KVStoreHandle store, const KeyList& keys, const KVArrayHandle* out
   return Guard([&] {
     const InCall in_call = EnterStore(store);
     CallArrays o = CheckList(keys, outs, "pull", true);
+    CheckStorage(*store, keys, o, "pull", true);
     store->Pull(keys, o.data(), priority);
   });
 }
@@ -118,6 +136,8 @@ int StorePushPullOrBroadcast(KVStoreHandle store, const KeyList& vkeys, const KV
     const InCall in_call = EnterStore(store);
     CallArrays v = CheckList(vkeys, vals, kBroadcast ? "broadcast" : "pushpull");
     CallArrays o = CheckList(okeys, outs, kBroadcast ? "broadcast output" : "pushpull output", true);
+    CheckStorage(*store, vkeys, v, kBroadcast ? "broadcast" : "pushpull");
+    CheckStorage(*store, okeys, o, kBroadcast ? "broadcast" : "pushpull", true);
     if (kBroadcast) store->Broadcast(vkeys, v.data(), okeys, o.data(), priority);
     else store->PushPull(vkeys, v.data(), okeys, o.data(), priority);
   });
@@ -233,7 +253,7 @@ int KVArrayGetSize(KVArrayHandle array, int64_t* out_size) {
   return Guard([&] {
     const InCall in_call = EnterArray(array, "array");
     KV_REQUIRE(out_size, "out_size");
-    *out_size = array->size();
+    *out_size = kvstore::ShapeSize(array->shape());  // logical, also for row_sparse
   });
 }
 
@@ -300,6 +320,8 @@ int KVArrayCopy(KVArrayHandle dst, KVArrayHandle src) {
   return Guard([&] {
     const InCall in_call_dst = EnterArray(dst, "dst");
     const InCall in_call_src = EnterArray(src, "src");
+    src->RequireDense("KVArrayCopy");
+    dst->RequireDense("KVArrayCopy");
     kvstore::CheckSameShapeDType(*dst, *src, "copy from " + src->Describe() + " to " + dst->Describe());
     kvstore::CopyArray(ReadyToWrite(dst), *Ready(src));
   });
@@ -308,6 +330,7 @@ int KVArrayCopy(KVArrayHandle dst, KVArrayHandle src) {
 int KVArrayFill(KVArrayHandle array, double value) {
   return Guard([&] {
     const InCall in_call = EnterArray(array, "array");
+    array->RequireDense("KVArrayFill");
     kvstore::GetBackend(array->ctx().dev_type).Fill(ReadyToWrite(array), value);
   });
 }
@@ -317,6 +340,7 @@ int KVArrayBinary(int op, KVArrayHandle a, KVArrayHandle b, KVArrayHandle out) {
     const InCall in_call_a = EnterArray(a, "a");
     const InCall in_call_b = EnterArray(b, "b");
     const InCall in_call_out = EnterArray(out, "out");
+    for (const Array* x : {a, b, out}) x->RequireDense("KVArrayBinary");
     kvstore::CheckSameShapeDType(*a, *b, "element-wise operands " + a->Describe() + " and " + b->Describe());
     kvstore::CheckSameShapeDType(*a, *out, "element-wise output " + out->Describe());
     KV_CHECK(a->ctx() == b->ctx() && a->ctx() == out->ctx(), KV_ERR_DEVICE,
@@ -330,6 +354,8 @@ int KVArrayBinaryScalar(int op, KVArrayHandle a, double scalar, KVArrayHandle ou
   return Guard([&] {
     const InCall in_call_a = EnterArray(a, "a");
     const InCall in_call_out = EnterArray(out, "out");
+    a->RequireDense("KVArrayBinaryScalar");
+    out->RequireDense("KVArrayBinaryScalar");
     kvstore::CheckSameShapeDType(*a, *out, "element-wise output " + out->Describe());
     KV_CHECK(a->ctx() == out->ctx(), KV_ERR_DEVICE, "element-wise operands must be on one device: %s, %s",
              a->ctx().ToString().c_str(), out->ctx().ToString().c_str());

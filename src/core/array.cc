@@ -34,6 +34,8 @@ void CheckShapeDType(const Shape& shape, int dtype, const Array& got, const std:
 }
 
 void CopyArray(Array* dst, const Array& src) {
+  src.RequireDense("copy");
+  dst->RequireDense("copy");
   if (dst == &src || dst->nbytes() == 0) return;
   // The non-CPU side (if any) owns cross-device copies.
   DeviceBackend& backend = GetBackend(src.ctx().is_cpu() ? dst->ctx().dev_type : src.ctx().dev_type);
@@ -48,7 +50,10 @@ using kvstore::Shape;
 KVArray_::KVArray_(Shape shape, int dtype, Context ctx)
     : shape_(std::move(shape)), dtype_(dtype), ctx_(ctx) {}
 
-std::unique_ptr<KVArray_> KVArray_::Create(const Shape& shape, int dtype, Context ctx) {
+namespace {
+
+// Validates shape, dtype and context as KVArrayCreate documents; returns the element count.
+int64_t CheckedSize(const Shape& shape, int dtype, Context ctx) {
   KV_CHECK(shape.size() <= KV_MAX_NDIM, KV_ERR_INVALID_ARGUMENT,
            "array rank %zu exceeds the maximum of %d", shape.size(), KV_MAX_NDIM);
   KV_CHECK(kvstore::IsValidDType(dtype), KV_ERR_INVALID_ARGUMENT,
@@ -66,23 +71,84 @@ std::unique_ptr<KVArray_> KVArray_::Create(const Shape& shape, int dtype, Contex
              kvstore::ShapeToString(shape).c_str());
     size *= shape[i];
   }
-  kvstore::DeviceBackend& backend = kvstore::GetBackend(ctx.dev_type);
-  backend.CheckContext(ctx);
+  kvstore::GetBackend(ctx.dev_type).CheckContext(ctx);
+  return size;
+}
+
+// Throws INVALID_ARGUMENT unless `ids` are strictly increasing row ids of `shape`.
+void CheckRowIds(const Shape& shape, const std::vector<int64_t>& ids) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    KV_CHECK(ids[i] >= 0 && ids[i] < shape[0], KV_ERR_INVALID_ARGUMENT,
+             "row_sparse row id %lld (position %zu) is outside [0, %lld) of shape %s",
+             static_cast<long long>(ids[i]), i, static_cast<long long>(shape[0]),
+             kvstore::ShapeToString(shape).c_str());
+    KV_CHECK(i == 0 || ids[i - 1] < ids[i], KV_ERR_INVALID_ARGUMENT,
+             "row_sparse row ids must be strictly increasing: %lld at position %zu follows %lld",
+             static_cast<long long>(ids[i]), i, static_cast<long long>(ids[i - 1]));
+  }
+}
+
+std::shared_ptr<void> Allocate(Context ctx, size_t nbytes) {
+  if (nbytes == 0) return nullptr;
+  void* data = kvstore::GetBackend(ctx.dev_type).Alloc(ctx, nbytes);
+  return std::shared_ptr<void>(data, [ctx](void* p) { kvstore::GetBackend(ctx.dev_type).Free(ctx, p); });
+}
+
+}  // namespace
+
+std::unique_ptr<KVArray_> KVArray_::Create(const Shape& shape, int dtype, Context ctx) {
+  const int64_t size = CheckedSize(shape, dtype, ctx);
   std::unique_ptr<KVArray_> array(new KVArray_(shape, dtype, ctx));
   array->size_ = size;
-  array->nbytes_ = static_cast<size_t>(size) * elem;
-  if (array->nbytes_ > 0) {
-    void* data = backend.Alloc(ctx, array->nbytes_);
-    array->storage_ = std::shared_ptr<void>(data, [ctx](void* p) { kvstore::GetBackend(ctx.dev_type).Free(ctx, p); });
-    array->data_ = data;
-  }
+  array->nbytes_ = static_cast<size_t>(size) * kvstore::DTypeSize(dtype);
+  array->storage_ = Allocate(ctx, array->nbytes_);
+  array->data_ = array->storage_.get();
   return array;
+}
+
+std::unique_ptr<KVArray_> KVArray_::CreateRowSparse(const Shape& shape, int dtype, Context ctx,
+                                                    std::vector<int64_t> row_ids) {
+  KV_CHECK(!shape.empty(), KV_ERR_INVALID_ARGUMENT, "a row_sparse array needs rank >= 1 (got a scalar)");
+  CheckedSize(shape, dtype, ctx);
+  KV_CHECK(ctx.is_cpu(), KV_ERR_NOT_SUPPORTED, "row_sparse arrays live in host memory; %s is not supported",
+           ctx.ToString().c_str());
+  CheckRowIds(shape, row_ids);
+  std::unique_ptr<KVArray_> array(new KVArray_(shape, dtype, ctx));
+  array->stype_ = KV_STYPE_ROW_SPARSE;
+  // The block is at most the logical array, whose byte size CheckedSize bounded.
+  const size_t nbytes = static_cast<size_t>(static_cast<int64_t>(row_ids.size()) * array->row_len()) *
+                        kvstore::DTypeSize(dtype);
+  array->ReplaceRows(std::move(row_ids), Allocate(ctx, nbytes));
+  return array;
+}
+
+int64_t KVArray_::row_len() const {
+  if (shape_.empty()) return 0;
+  int64_t n = 1;
+  for (size_t i = 1; i < shape_.size(); ++i) n *= shape_[i];
+  return n;
+}
+
+void KVArray_::ReplaceRows(std::vector<int64_t> row_ids, std::shared_ptr<void> block) {
+  CheckRowIds(shape_, row_ids);
+  std::lock_guard<std::mutex> lock(pending_mu_);
+  row_ids_ = std::move(row_ids);
+  size_ = num_rows() * row_len();
+  nbytes_ = static_cast<size_t>(size_) * kvstore::DTypeSize(dtype_);
+  storage_ = size_ > 0 ? std::move(block) : nullptr;
+  data_ = storage_.get();
+}
+
+void KVArray_::RequireDense(const char* what) const {
+  KV_CHECK(!is_row_sparse(), KV_ERR_NOT_SUPPORTED,
+           "%s: row_sparse arrays are not supported (got %s); cast it to dense first "
+           "(KVArrayCastStorage)", what, Describe().c_str());
 }
 
 KVArray_::~KVArray_() = default;
 
 std::string KVArray_::Describe() const {
-  return kvstore::StrFormat("%s%s@%s", kvstore::DTypeName(dtype_),
+  return kvstore::StrFormat("%s%s%s@%s", is_row_sparse() ? "row_sparse " : "", kvstore::DTypeName(dtype_),
                             kvstore::ShapeToString(shape_).c_str(), ctx_.ToString().c_str());
 }
 

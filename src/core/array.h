@@ -1,7 +1,15 @@
-// array.h - the dense n-d array behind KVArrayHandle.
+// array.h - the n-d array behind KVArrayHandle: dense, or row_sparse.
 //
-// Invariants: shape, dtype and context never change after creation; `data()` points at
-// nbytes() bytes of the array's storage on its device (nullptr only when nbytes() is 0).
+// Invariants: shape, dtype, context and storage type never change after creation; `data()`
+// points at nbytes() bytes (size() elements) of the array's storage on its device (nullptr
+// only when nbytes() is 0).
+// Storage types. A dense array (KV_STYPE_DEFAULT) holds every element: size() is the
+// product of shape(). A row_sparse array (KV_STYPE_ROW_SPARSE; host memory only, rank >= 1)
+// of logical shape (R, d1, ..., dk) holds the sorted unique row ids r_0 < ... < r_{n-1} in
+// [0, R) (row_ids(), host memory) and a data block of shape (n, d1, ..., dk): data(),
+// size() and nbytes() describe that block, never the logical array, so code written for
+// dense arrays cannot read past it. Such code must refuse row_sparse arrays (RequireDense);
+// the row-sparse operations are in core/row_sparse.h. Only ReplaceRows changes the row set.
 // The storage is reference-counted: an asynchronous consumer that still reads the bytes
 // after the array was freed or its storage replaced (a zero-copy network send) holds a
 // reference of its own.
@@ -45,6 +53,12 @@ struct KVArray_ {
   // Allocates a zero-filled array. Throws INVALID_ARGUMENT, DEVICE, OUT_OF_MEMORY.
   static std::unique_ptr<KVArray_> Create(const kvstore::Shape& shape, int dtype,
                                           kvstore::Context ctx);
+  // A row_sparse array of logical shape `shape` holding rows `row_ids` (strictly increasing,
+  // each in [0, shape[0])) with zero data, in host memory. Throws INVALID_ARGUMENT (rank 0,
+  // ids out of order or range, and as Create), NOT_SUPPORTED (a non-CPU context), OUT_OF_MEMORY.
+  static std::unique_ptr<KVArray_> CreateRowSparse(const kvstore::Shape& shape, int dtype,
+                                                   kvstore::Context ctx,
+                                                   std::vector<int64_t> row_ids);
   ~KVArray_();
   KVArray_(const KVArray_&) = delete;
   KVArray_& operator=(const KVArray_&) = delete;
@@ -53,8 +67,23 @@ struct KVArray_ {
   int ndim() const { return static_cast<int>(shape_.size()); }
   int dtype() const { return dtype_; }
   kvstore::Context ctx() const { return ctx_; }
+  // Elements and bytes of the data block (the whole array when dense).
   int64_t size() const { return size_; }
   size_t nbytes() const { return nbytes_; }
+  int stype() const { return stype_; }  // KV_STYPE_DEFAULT or KV_STYPE_ROW_SPARSE
+  bool is_row_sparse() const { return stype_ == KV_STYPE_ROW_SPARSE; }
+  // Row-sparse only (empty for dense): the stored rows, strictly increasing.
+  const std::vector<int64_t>& row_ids() const { return row_ids_; }
+  int64_t num_rows() const { return static_cast<int64_t>(row_ids_.size()); }
+  // Elements per row: the product of shape()[1:] (1 for rank 1, 0 for rank 0).
+  int64_t row_len() const;
+  // Row-sparse only: replaces the row set by `row_ids` (validated as in CreateRowSparse)
+  // and the data block by `block`, which holds row_ids.size() * row_len() elements in host
+  // memory (nullptr when that is 0). Never fails after validation; the caller has waited
+  // for pending reads and writes (WaitToWrite) and re-reads data() afterwards.
+  void ReplaceRows(std::vector<int64_t> row_ids, std::shared_ptr<void> block);
+  // Throws NOT_SUPPORTED "<what>: row_sparse arrays are not supported ..." unless dense.
+  void RequireDense(const char* what) const;
   void* data() { return data_; }
   const void* data() const { return data_; }
   // The block behind data() (null when nbytes() is 0); holding it keeps the bytes alive.
@@ -107,6 +136,8 @@ struct KVArray_ {
   kvstore::Shape shape_;
   int dtype_;
   kvstore::Context ctx_;
+  int stype_ = KV_STYPE_DEFAULT;
+  std::vector<int64_t> row_ids_;
   int64_t size_ = 0;
   size_t nbytes_ = 0;
   void* data_ = nullptr;
@@ -134,6 +165,7 @@ inline void CheckSameShapeDType(const Array& expected, const Array& got, const s
   CheckShapeDType(expected.shape(), expected.dtype(), got, what);
 }
 
-// dst <- src (any devices, same shape and dtype checked by the caller).
+// dst <- src (any devices, same shape and dtype checked by the caller). Both must be dense
+// (NOT_SUPPORTED otherwise).
 void CopyArray(Array* dst, const Array& src);
 }  // namespace kvstore

@@ -80,6 +80,10 @@ struct KVStore_ {
                          const kvstore::KeyList& okeys, kvstore::Array* const* outs,
                          int priority);
 
+  // Whether Init, Push, PushPull and Broadcast take row_sparse values (c_api refuses them
+  // with NOT_SUPPORTED before calling a store that does not).
+  virtual bool takes_row_sparse() const { return false; }
+
   // nullptr restores the default (assign).
   virtual void SetUpdater(std::shared_ptr<kvstore::Updater> updater) = 0;
   virtual void SetStrUpdater(std::shared_ptr<kvstore::Updater> updater) = 0;

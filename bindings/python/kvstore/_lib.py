@@ -109,6 +109,13 @@ PROTOTYPES = {
     "KVArrayBinary": (c_int, [c_int, KVArrayHandle, KVArrayHandle, KVArrayHandle]),
     "KVArrayBinaryScalar": (c_int, [c_int, KVArrayHandle, c_double, KVArrayHandle]),
     "KVArrayWaitToRead": (c_int, [KVArrayHandle]),
+    # row-sparse arrays
+    "KVArrayCreateRowSparse": (c_int, [_P(c_int64), c_int, c_int, c_int, c_int, _P(c_int64), c_int64,
+                                       _P(KVArrayHandle)]),
+    "KVArrayGetStorageType": (c_int, [KVArrayHandle, _P(c_int)]),
+    "KVArrayGetNumRows": (c_int, [KVArrayHandle, _P(c_int64)]),
+    "KVArrayGetRowIds": (c_int, [KVArrayHandle, _P(c_int64), c_int64]),
+    "KVArrayCastStorage": (c_int, [KVArrayHandle, c_int, _P(KVArrayHandle)]),
     # stores
     "KVStoreCreate": (c_int, [c_char_p, _P(KVStoreHandle)]),
     "KVStoreFree": (c_int, [KVStoreHandle]),
