@@ -3,7 +3,9 @@
 // multi-precision optimizer are summed in float32 and handed over unrounded.
 //
 // The stores (store/local_store.cc) and the parameter server (ps/server_values.cc) call it
-// in place of their same-dtype sum when the installed updater asks for float32.
+// in place of their same-dtype sum when the installed updater asks for float32; a
+// distributed worker calls it to send several values of one float16 key as their float32
+// sum (ps/mp_push.h), so that the server adds unrounded partial sums.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +21,12 @@ namespace optimizer {
 // arrays are split over the CPU worker pool (elements are independent: the bits do not
 // depend on the split). Never throws.
 void SumToFloat32(const void* const* srcs, int num_srcs, int src_dtype, float* dst, int64_t n);
+
+// The same with a dtype per source (src_dtypes[k] is float16 or float32): a server's round
+// in which some workers sent float16 values and others the float32 sum of several. Since
+// conversion is exact, a float16 source gives the same bits in either overload.
+void SumToFloat32(const void* const* srcs, const int* src_dtypes, int num_srcs, float* dst,
+                  int64_t n);
 
 }  // namespace optimizer
 }  // namespace kvstore

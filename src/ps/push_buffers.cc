@@ -38,7 +38,8 @@ void PushBuffers::Returned(bool lent) {
   cv_.notify_all();
 }
 
-PayloadRef PushBuffers::Take(Array* lender, double deadline, double timeout_sec) {
+PayloadRef PushBuffers::Take(Array* lender, double deadline, double timeout_sec, int dtype) {
+  if (dtype < 0) dtype = dtype_;
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     if (lender != nullptr && lent_ < kMaxPayloads) {
@@ -51,13 +52,20 @@ PayloadRef PushBuffers::Take(Array* lender, double deadline, double timeout_sec)
       return PayloadRef(this, std::move(b), lender);
     }
     if (lender == nullptr) {
+      std::shared_ptr<SharedBuf>* other = nullptr;  // an idle buffer of the other dtype
       for (auto& b : pool_) {
-        if (b->Idle()) {
+        if (b->Idle() && b->array->dtype() == dtype) {
           b->in_flight.fetch_add(1, std::memory_order_acq_rel);
           return PayloadRef(this, b, nullptr);
         }
+        if (b->Idle() && other == nullptr) other = &b;
       }
       if (pool_.size() < kMaxPayloads) break;
+      if (other != nullptr) {
+        (*other)->array = Array::Create(shape_, dtype, Context{});
+        (*other)->in_flight.fetch_add(1, std::memory_order_acq_rel);
+        return PayloadRef(this, *other, nullptr);
+      }
     }
     KV_CHECK(NowSec() < deadline, KV_ERR_TIMEOUT,
              "push of key %s: %zu earlier pushes are still in flight after %.0f s", key_.c_str(),
@@ -66,7 +74,7 @@ PayloadRef PushBuffers::Take(Array* lender, double deadline, double timeout_sec)
     cv_.wait_for(lock, std::chrono::milliseconds(1));
   }
   auto b = std::make_shared<SharedBuf>();
-  b->array = Array::Create(shape_, dtype_, Context{});
+  b->array = Array::Create(shape_, dtype, Context{});
   b->in_flight.store(1, std::memory_order_release);
   pool_.push_back(b);
   return PayloadRef(this, std::move(b), nullptr);

@@ -70,9 +70,11 @@ class PushBuffers {
   PushBuffers(Shape shape, int dtype, size_t nbytes, std::string key)
       : shape_(std::move(shape)), dtype_(dtype), nbytes_(nbytes), key_(std::move(key)) {}
 
-  // A payload: `lender`'s storage when not null, else a send buffer to fill. Waits while
-  // every payload is in use; throws TIMEOUT at `deadline` (`timeout_sec` names it).
-  PayloadRef Take(Array* lender, double deadline, double timeout_sec);
+  // A payload: `lender`'s storage when not null, else a send buffer to fill, of the key's
+  // dtype or of `dtype` when given (a float32 sum, mp_push.h; a full pool gives an idle
+  // buffer of the other dtype a new array). Waits while every payload is in use; throws
+  // TIMEOUT at `deadline` (`timeout_sec` names it).
+  PayloadRef Take(Array* lender, double deadline, double timeout_sec, int dtype = -1);
 
  private:
   friend class PayloadRef;

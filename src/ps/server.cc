@@ -240,8 +240,9 @@ void Server::HandleData(Message& m, int rank) {
     HandleInit(m, k);
     return;
   }
-  if (!SamePart(m, k)) return;
-  Req r{type, rank, m.h.req_id, std::move(m.routing_id), std::move(m.payload), NowSec()};
+  if (!SamePart(m, k) || !TakesFloat32Sum(m, *k)) return;
+  Req r{type, rank, m.h.req_id, std::move(m.routing_id), std::move(m.payload), NowSec(),
+        (m.h.flags & kFlagFloat32Sum) != 0};
   if (mode_ == 1) {
     Enqueue(k, std::move(r));
   } else if (type == MsgType::kPull) {
@@ -310,6 +311,19 @@ bool Server::SamePart(const Message& m, const KeyState* k) {
                   static_cast<long long>(m.h.offset),
                   static_cast<long long>(m.h.offset + m.h.count),
                   static_cast<long long>(m.h.total)));
+  return false;
+}
+
+// A float32 sum of a float16 key's values (ps/mp_push.h) is only for an updater that
+// receives that key in float32 (multi_precision); otherwise it is answered DTYPE_MISMATCH.
+bool Server::TakesFloat32Sum(const Message& m, const KeyState& k) {
+  if ((m.h.flags & kFlagFloat32Sum) == 0) return true;
+  const Updater* u = UpdaterOf(k);
+  if (u != nullptr && u->RecvDType(k.dtype) == KV_FLOAT32) return true;
+  Reply(m.routing_id, m.h.req_id, KV_ERR_DTYPE_MISMATCH,
+        StrFormat("key %s: a float32 sum of float16 values was pushed, but the optimizer on "
+                  "server %d keeps no float32 master copy (multi_precision=1)",
+                  k.display.c_str(), rank_));
   return false;
 }
 

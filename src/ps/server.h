@@ -25,7 +25,9 @@
 // Multi-precision. An updater whose RecvDType differs from the key's dtype (float16 keys
 // under multi_precision=1) receives the pushes converted to float32 and summed in float32
 // (optimizer/recv_sum.h), never a float16-rounded sum; its float32 master copy is optimizer
-// state, and `stored`, which pulls return, is the master rounded to float16.
+// state, and `stored`, which pulls return, is the master rounded to float16. A worker that
+// pushes several values of such a key sends their float32 sum (ps/mp_push.h), which only
+// such an updater accepts; a round adds float16 pushes and float32 sums in float32.
 //
 // Copies. Replies that carry values reference the stored buffer without copying; an update
 // never writes a buffer that ZeroMQ may still be sending (copy-on-write through SharedBuf).
@@ -61,6 +63,7 @@ struct Req {
   std::string routing_id;
   zmq::message_t payload;
   double arrived;
+  bool f32_sum = false;  // the payload is a float32 sum of a float16 key (kFlagFloat32Sum)
 };
 
 // One key's part on this server. `stored` is set by INIT and never null afterwards; `spare`
@@ -107,6 +110,7 @@ class Server {
   void HandleInit(const Message& m, KeyState* k);
   bool SameMode(const Message& m, int rank);
   bool SamePart(const Message& m, const KeyState* k);
+  bool TakesFloat32Sum(const Message& m, const KeyState& k);
   void Enqueue(KeyState* k, Req r);
   void Reply(const std::string& rid, uint64_t req_id, int status, const std::string& msg,
              const KeyState* with_value = nullptr);

@@ -14,6 +14,7 @@
 #include "optimizer/recv_sum.h"
 #include "ps/clock.h"
 #include "ps/log.h"
+#include "ps/mp_push.h"
 #include "ps/node_table.h"
 #include "ps/server.h"
 
@@ -49,6 +50,7 @@ void Server::Progress(KeyState* k) {
 // same rule as Array::AdoptStorage: large, and aligned for the dtype.)
 bool Server::Adoptable(const KeyState& k, const zmq::message_t& payload) {
   return payload.size() >= kZeroCopyMinBytes &&
+         payload.size() == static_cast<size_t>(k.count) * DTypeSize(k.dtype) &&
          reinterpret_cast<uintptr_t>(payload.data()) % DTypeSize(k.dtype) == 0;
 }
 
@@ -131,13 +133,16 @@ void Server::RunRound(KeyState* k) {
   // its receive buffer at any byte offset; such payloads are copied to aligned scratch
   // before they are read as elements.
   std::vector<const void*> srcs;
+  std::vector<int> dtypes;  // float32 for a worker's float32 sum (mp_push.h)
   std::vector<std::vector<double>> aligned;
   aligned.reserve(k->fifo.size());
   srcs.reserve(k->fifo.size());
-  const size_t esize = DTypeSize(k->dtype);
+  bool mixed = false;
   for (auto& q : k->fifo) {
     const zmq::message_t& p = q.front().payload;
-    if (reinterpret_cast<uintptr_t>(p.data()) % esize == 0) {
+    mixed |= q.front().f32_sum;
+    dtypes.push_back(q.front().f32_sum ? KV_FLOAT32 : k->dtype);
+    if (reinterpret_cast<uintptr_t>(p.data()) % DTypeSize(dtypes.back()) == 0) {
       srcs.push_back(p.data());
     } else {
       aligned.emplace_back((p.size() + sizeof(double) - 1) / sizeof(double));
@@ -150,7 +155,9 @@ void Server::RunRound(KeyState* k) {
   // In place in worker 0's message (srcs[0]), one worker's push is already its own sum.
   // A multi-precision updater gets the float32 sum of the converted pushes instead.
   auto sum = [&](void* dst, int dst_dtype) {
-    if (dst_dtype != k->dtype) {
+    if (mixed) {
+      SumMixedRound(srcs, dtypes, dst, dst_dtype, k->count);
+    } else if (dst_dtype != k->dtype) {
       optimizer::SumToFloat32(srcs.data(), num_srcs, k->dtype, static_cast<float*>(dst), k->count);
     } else if (dst != first.data() || num_srcs > 1) {
       CpuReduceSum(srcs.data(), num_srcs, dst, k->count, k->dtype);
@@ -174,7 +181,11 @@ void Server::RunRound(KeyState* k) {
 // the received message when it can, see StoreNewValue).
 void Server::ApplyAsync(KeyState* k, Req& r) {
   auto copy = [&](void* dst, int dst_dtype) {
-    if (dst_dtype != k->dtype) {  // multi-precision: the push converted to float32
+    if (r.f32_sum) {  // a worker's float32 sum, taken only by a multi-precision updater
+      KV_CHECK(dst_dtype == KV_FLOAT32, KV_ERR_INTERNAL, "key %s: a float32 sum for a %s sum",
+               k->display.c_str(), DTypeName(dst_dtype));
+      CopyBytes(dst, r.payload.data(), r.payload.size());
+    } else if (dst_dtype != k->dtype) {  // multi-precision: the push converted to float32
       // ZeroMQ may hand over a small payload at any byte offset (see RunRound).
       std::vector<uint16_t> aligned;
       const void* src = r.payload.data();

@@ -100,7 +100,12 @@ std::string ValidateHeader(const WireHeader& h, size_t frames_after_header,
         h.count > h.total - h.offset) {
       return "element range outside the value";
     }
-    const uint64_t esize = DTypeSize(h.dtype);
+    const bool f32_sum = (h.flags & kFlagFloat32Sum) != 0;
+    if (f32_sum && (h.dtype != KV_FLOAT16 || (h.type != static_cast<uint16_t>(MsgType::kPush) &&
+                                              h.type != static_cast<uint16_t>(MsgType::kPushPull)))) {
+      return "a float32 sum is only pushed for a float16 key";
+    }
+    const uint64_t esize = f32_sum ? sizeof(float) : DTypeSize(h.dtype);
     if (static_cast<uint64_t>(h.count) > std::numeric_limits<uint64_t>::max() / esize) {
       return "element count overflows";
     }

@@ -65,11 +65,16 @@ const char* MsgTypeName(uint16_t t);
 // Flags of data messages.
 constexpr uint32_t kFlagStrKey = 1u << 0;  // the key is the string frame, not header.key
 constexpr uint32_t kFlagSync = 1u << 1;    // the sending store is a sync store
-constexpr uint32_t kFlagKnownFlags = kFlagStrKey | kFlagSync;
+// PUSH or PUSHPULL of a float16 key whose payload holds `count` float32 elements: the
+// float32 sum of several of the worker's values under a multi-precision optimizer
+// (ps/mp_push.h). Only a server whose updater receives float16 keys in float32 takes it.
+constexpr uint32_t kFlagFloat32Sum = 1u << 2;
+constexpr uint32_t kFlagKnownFlags = kFlagStrKey | kFlagSync | kFlagFloat32Sum;
 
 // Fixed-size header; all integers in host byte order (the magic rejects a peer of the
 // other endianness). Data messages carry one part of one key: elements
-// [offset, offset + count) of a value of `total` elements of `dtype`.
+// [offset, offset + count) of a value of `total` elements of `dtype` (the payload's
+// elements are float32 instead with kFlagFloat32Sum).
 struct WireHeader {
   uint32_t magic;
   uint16_t version;

@@ -23,6 +23,7 @@
 // the Op ends them (op.h). A zero-copy push holds a pending read on its value until its Op
 // finishes (push_buffers.h).
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <exception>
 #include <mutex>
@@ -37,6 +38,7 @@
 #include "ps/clock.h"
 #include "ps/dist_states.h"
 #include "ps/log.h"
+#include "ps/mp_push.h"
 #include "ps/op.h"
 #include "ps/placement.h"
 #include "ps/ps.h"
@@ -128,6 +130,7 @@ class WorkerStore : public Store, public Distributed {
   std::unordered_map<std::string, WorkerKey> keys_;  // by KeyId::MapKey
   uint64_t next_order_id_ = 1;
   std::optional<OptimizerSpec> optimizer_;  // the servers' optimizer, to vet pushed dtypes
+  std::atomic<int> recv_f16_{KV_FLOAT16};    // its RecvDType of float16 keys (mp_push.h)
 };
 
 WorkerStore::WorkerStore(const std::string& type, const Config& cfg)
@@ -285,17 +288,20 @@ void WorkerStore::CheckPushable(const Groups& groups) const {
 // ---------------------------------------------------------------------------------------
 
 // The payload of a push or pushpull (push_buffers.h): several values (devices) are summed
-// into a send buffer, a small or non-CPU value is copied into one, a large CPU value is
-// sent from its own storage. Waits while the key's payloads are all in use, up to the
+// into a send buffer (in float32 for float16 keys under multi_precision, mp_push.h), a
+// small or non-CPU value is copied into one, a large CPU value is sent from its own storage. Waits while the key's payloads are all in use, up to the
 // request deadline.
 PayloadRef WorkerStore::Gather(WorkerKey* k, const std::vector<const Array*>& vals) {
   const double deadline = ControlDeadline();
   if (vals.size() == 1 && vals[0]->ctx().is_cpu() && k->nbytes >= kZeroCopyMinBytes) {
     return k->buffers->Take(const_cast<Array*>(vals[0]), deadline, cfg_.timeout_sec);
   }
-  PayloadRef b = k->buffers->Take(nullptr, deadline, cfg_.timeout_sec);
+  const bool f32_sum = SendsFloat32Sum(k->dtype, vals.size(), recv_f16_.load());
+  PayloadRef b = k->buffers->Take(nullptr, deadline, cfg_.timeout_sec, f32_sum ? KV_FLOAT32 : -1);
   if (vals.size() == 1) {
     CopyArray(b.array(), *vals[0]);
+  } else if (f32_sum) {
+    SumToFloat32(vals, b.array());
   } else {
     comm_->Reduce(vals, b.array());
   }
@@ -315,14 +321,15 @@ std::vector<PayloadRef> WorkerStore::GatherAll(const Groups& groups, KeyOf key_o
 // One message per part of the op's key.
 std::vector<OutMsg> WorkerStore::PartMessages(const std::shared_ptr<Op>& op) const {
   const WorkerKey& k = *op->key;
-  const size_t esize = DTypeSize(k.dtype);
+  const bool f32_sum = op->payload && op->payload.array() && op->payload.array()->dtype() != k.dtype;
+  const size_t esize = f32_sum ? sizeof(float) : DTypeSize(k.dtype);
   std::vector<OutMsg> msgs;
   msgs.reserve(k.parts.size());
   for (const PartPlan& p : k.parts) {
     OutMsg om;
     om.dest = p.server;
     om.h = io_->Header(op->type);
-    om.h.flags = sync_ ? kFlagSync : 0u;
+    om.h.flags = (sync_ ? kFlagSync : 0u) | (f32_sum ? kFlagFloat32Sum : 0u);
     k.id.ToWire(&om.h, &om.str);
     om.h.offset = p.offset;
     om.h.count = p.count;
@@ -531,11 +538,13 @@ void WorkerStore::SetOptimizer(const std::string& spec) {
   // A bad spec fails with INVALID_ARGUMENT on every worker before any server sees it; the
   // checked spec then vets the dtypes of pushes (CheckPushable).
   OptimizerSpec checked(spec);
+  const int recv_f16 = RecvDTypeOfFloat16(spec);
   auto w = std::make_shared<Waiter>(io_->num_servers());
   ToAllServers(MsgType::kSetOptimizer, 0, spec, w);
   w->Wait(ControlDeadline(), "set_optimizer: not every server answered");
   std::lock_guard<std::mutex> lock(registry_mu_);
   optimizer_ = checked;
+  recv_f16_ = recv_f16;
 }
 
 // The protocol is in dist_states.h. This worker's pending operations finish first (as in
