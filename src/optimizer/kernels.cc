@@ -116,6 +116,27 @@ void AdamKernel(const StepParams<C>& p, W* __restrict w, const W* __restrict g,
   }
 }
 
+// adam's lazy update (AdamDnsRspDnsKernel), on the pushed rows: as adam_update, except that
+// with clipping on the variance adds (1-beta2)*(g'*g') (the kernel's square(clip(...)))
+// rather than ((1-beta2)*g')*g'.
+template <bool kClipOn, typename W, typename C>
+void AdamRowsKernel(const StepParams<C>& p, W* __restrict w, const W* __restrict g,
+                    const C* __restrict m_in, const C* __restrict v_in, C* __restrict m_out,
+                    C* __restrict v_out, int64_t n) {
+  const C one_b1 = C(1) - p.beta1, one_b2 = C(1) - p.beta2;
+  for (int64_t i = 0; i < n; ++i) {
+    const C wi = LoadAs<C>(w[i]);
+    const C gr = LoadAs<C>(g[i]) * p.rescale + wi * p.wd;
+    const C gc = kClipOn ? Clip(gr, p.clip) : gr;
+    const C m = p.beta1 * m_in[i] + one_b1 * gc;
+    const C v = kClipOn ? p.beta2 * v_in[i] + one_b2 * (gc * gc)
+                        : p.beta2 * v_in[i] + one_b2 * gc * gc;
+    m_out[i] = m;
+    v_out[i] = v;
+    w[i] = StoreAs<W>(wi - p.lr * m / (std::sqrt(v) + p.eps));
+  }
+}
+
 // Python AdaGrad: g' = clip(g*rescale); h = h + g'*g'; d = g'/sqrt(h + eps);
 // w = w + (d + w*wd)*(-lr)
 template <typename W, typename C>
@@ -207,6 +228,29 @@ void ApplyKernel(Kind kind, const StepParams<C>& p, W* w, const W* g, const Slot
     case Kind::kTest: TestKernel<W, C>(p, w, g, n); break;
   }
 }
+
+// The lazy updates of the pushed rows (kernels.h).
+template <typename W, typename C>
+void ApplyRowsKernel(Kind kind, const StepParams<C>& p, W* w, const W* g, const Slots<C>& s,
+                     int64_t n) {
+  if (kind == Kind::kAdam) {
+    if (p.clip_on) AdamRowsKernel<true, W, C>(p, w, g, s.in[0], s.in[1], s.out[0], s.out[1], n);
+    else AdamRowsKernel<false, W, C>(p, w, g, s.in[0], s.in[1], s.out[0], s.out[1], n);
+  } else if (s.out[0] != nullptr) {  // sgd with momentum: SGDMomDnsRspDnsKernel
+    if (p.clip_on) SgdKernel<true, true>(p, w, g, s.in[0], s.out[0], n);
+    else SgdKernel<false, true>(p, w, g, s.in[0], s.out[0], n);
+  } else {  // sgd without momentum: SGDDnsRspKernel, sgd_update's order
+    if (p.clip_on) SgdUpdateKernel<true>(p, w, g, n);
+    else SgdUpdateKernel<false>(p, w, g, n);
+  }
+}
+
+template void ApplyRowsKernel<float, float>(Kind, const StepParams<float>&, float*,
+                                            const float*, const Slots<float>&, int64_t);
+template void ApplyRowsKernel<double, double>(Kind, const StepParams<double>&, double*,
+                                              const double*, const Slots<double>&, int64_t);
+template void ApplyRowsKernel<half_t, float>(Kind, const StepParams<float>&, half_t*,
+                                             const half_t*, const Slots<float>&, int64_t);
 
 template void ApplyKernel<float, float>(Kind, const StepParams<float>&, float*, const float*,
                                         const Slots<float>&, int64_t);

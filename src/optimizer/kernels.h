@@ -65,6 +65,24 @@ extern template void ApplyKernel<double, double>(Kind, const StepParams<double>&
 extern template void ApplyKernel<half_t, float>(Kind, const StepParams<float>&, half_t*,
                                                 const half_t*, const Slots<float>&, int64_t);
 
+// The lazy update of n elements of pushed rows (Updater::UpdateRows) for kind sgd or adam:
+// the reference's kernels for a dense weight and a row_sparse gradient. sgd with momentum
+// (SGDMomDnsRspDnsKernel) is the dense sgd rule; sgd without momentum (SGDDnsRspKernel) is
+// sgd_update's order, w = (1 - lr*wd)*w - lr*clip(rescale*g, c); adam (AdamDnsRspDnsKernel)
+// is the dense rule except that with clipping on the variance adds (1-beta2)*(g'*g').
+// Instantiated like ApplyKernel.
+template <typename W, typename C>
+void ApplyRowsKernel(Kind kind, const StepParams<C>& p, W* w, const W* g, const Slots<C>& s,
+                     int64_t n);
+
+extern template void ApplyRowsKernel<float, float>(Kind, const StepParams<float>&, float*,
+                                                   const float*, const Slots<float>&, int64_t);
+extern template void ApplyRowsKernel<double, double>(Kind, const StepParams<double>&, double*,
+                                                     const double*, const Slots<double>&,
+                                                     int64_t);
+extern template void ApplyRowsKernel<half_t, float>(Kind, const StepParams<float>&, half_t*,
+                                                    const half_t*, const Slots<float>&, int64_t);
+
 // The test optimizer on integer weights (uint8, int32, int64): exact two's-complement
 // w += g (rescale_grad 1). Other dtypes are ignored.
 void IntegerAdd(int dtype, void* weight, const void* grad, int64_t n);

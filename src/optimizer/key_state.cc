@@ -1,6 +1,7 @@
 // key_state.cc - creating, checking, committing and discarding a key's optimizer state.
 #include "optimizer/key_state.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -19,17 +20,44 @@ std::string KeyName(int key, const char* str_key) {
 void KeyState::Commit() noexcept {
   std::lock_guard<std::mutex> lock(mu);
   if (!staged) return;
-  for (int i = 0; i < kMaxStateArrays; ++i) {
-    f[0][i].swap(f[1][i]);
-    d[0][i].swap(d[1][i]);
+  if (!staged_rows) {
+    for (int i = 0; i < kMaxStateArrays; ++i) {
+      f[0][i].swap(f[1][i]);
+      d[0][i].swap(d[1][i]);
+    }
+  } else {
+    // Row j of each staging block becomes row rows[j] of its committed array.
+    const size_t len = static_cast<size_t>(row_len);
+    for (int i = 0; i < row_arrays; ++i) {
+      for (size_t j = 0; j < rows.size(); ++j) {
+        const size_t at = static_cast<size_t>(rows[j]) * len;
+        if (dtype == KV_FLOAT64) {
+          std::copy_n(rd[i].data() + j * len, len, d[0][i].data() + at);
+        } else {
+          std::copy_n(rf[i].data() + j * len, len, f[0][i].data() + at);
+        }
+      }
+    }
+    if (master >= 0 && !master_taken.empty()) {
+      for (int64_t r : rows) {
+        uint8_t* mask = master_taken.data() + static_cast<size_t>(r) * len;
+        for (size_t k = 0; k < len; ++k) {
+          master_missing -= mask[k] == 0 ? 1 : 0;
+          mask[k] = 1;
+        }
+      }
+      if (master_missing == 0) std::vector<uint8_t>().swap(master_taken);
+    }
   }
   steps += 1;
   staged = false;
+  staged_rows = false;
 }
 
 void KeyState::Discard() noexcept {
   std::lock_guard<std::mutex> lock(mu);
   staged = false;
+  staged_rows = false;
 }
 
 template <> Slots<float> KeyState::SlotsFor<float>(int num_slots) {
@@ -50,46 +78,98 @@ template <> Slots<double> KeyState::SlotsFor<double>(int num_slots) {
   return s;
 }
 
-KeyState* StateTable::Get(int key, const char* str_key, const Array& stored,
+void KeyState::StageRows(const int64_t* row_ids, int64_t n, int64_t len, int num_arrays) {
+  const size_t block = static_cast<size_t>(n) * static_cast<size_t>(len);
+  rows.assign(row_ids, row_ids + n);
+  for (int i = 0; i < num_arrays; ++i) {
+    if (dtype == KV_FLOAT64) {
+      rd[i].resize(block);
+    } else {
+      rf[i].resize(block);
+    }
+  }
+  row_len = len;
+  row_arrays = num_arrays;
+}
+
+template <> Slots<float> KeyState::RowSlotsFor<float>(int num_slots, int64_t j) {
+  Slots<float> s;
+  const int64_t at = rows[static_cast<size_t>(j)] * row_len;
+  for (int i = 0; i < num_slots; ++i) {
+    s.in[i] = f[0][i].data() + at;
+    s.out[i] = rf[i].data() + j * row_len;
+  }
+  return s;
+}
+
+template <> Slots<double> KeyState::RowSlotsFor<double>(int num_slots, int64_t j) {
+  Slots<double> s;
+  const int64_t at = rows[static_cast<size_t>(j)] * row_len;
+  for (int i = 0; i < num_slots; ++i) {
+    s.in[i] = d[0][i].data() + at;
+    s.out[i] = rd[i].data() + j * row_len;
+  }
+  return s;
+}
+
+void KeyState::TakeMaster(const uint16_t* weight) noexcept {
+  if (master < 0 || master_taken.empty()) return;
+  float* m = f[0][master].data();
+  for (size_t e = 0; e < master_taken.size(); ++e) {
+    if (master_taken[e] == 0) m[e] = HalfToFloat(weight[e]);
+  }
+  std::vector<uint8_t>().swap(master_taken);
+  master_missing = 0;
+}
+
+KeyState* StateTable::Get(int key, const char* str_key, int dtype, const Shape& shape,
                           const void* host_weight) {
+  const int64_t size = ShapeSize(shape);
   StateKey sk = str_key ? StateKey(true, 0, str_key) : StateKey(false, key, std::string());
   std::lock_guard<std::mutex> lock(mu_);
   auto it = states_.find(sk);
   if (it == states_.end()) {
     // Built completely before it is published, so a failed allocation leaves no entry.
     auto fresh = std::make_unique<KeyState>();
-    fresh->dtype = stored.dtype();
-    fresh->size = stored.size();
-    const size_t n = static_cast<size_t>(fresh->size);
+    fresh->dtype = dtype;
+    fresh->size = size;
+    const size_t n = static_cast<size_t>(size);
     for (int copy = 0; copy < 2; ++copy) {
       for (int i = 0; i < num_slots_; ++i) {
-        if (stored.dtype() == KV_FLOAT64) {
+        if (dtype == KV_FLOAT64) {
           fresh->d[copy][i].assign(n, 0.0);
-        } else if (!IsIntegerDType(stored.dtype())) {
+        } else if (!IsIntegerDType(dtype)) {
           fresh->f[copy][i].assign(n, 0.0f);
         }
       }
     }
-    if (multi_precision_ && stored.dtype() == KV_FLOAT16) {
+    if (multi_precision_ && dtype == KV_FLOAT16) {
       fresh->master = num_slots_;
       std::vector<float>& committed = fresh->f[0][num_slots_];
-      committed.resize(n);
-      const uint16_t* w = static_cast<const uint16_t*>(host_weight);
-      for (size_t i = 0; i < n; ++i) committed[i] = HalfToFloat(w[i]);
+      if (host_weight != nullptr) {
+        committed.resize(n);
+        const uint16_t* w = static_cast<const uint16_t*>(host_weight);
+        for (size_t i = 0; i < n; ++i) committed[i] = HalfToFloat(w[i]);
+      } else {  // a lazy update's first: every element untaken
+        committed.assign(n, 0.0f);
+        fresh->master_taken.assign(n, 0);
+        fresh->master_missing = size;
+      }
       fresh->f[1][num_slots_].resize(n);  // written whole by every update before it is read
     }
     it = states_.emplace(std::move(sk), std::move(fresh)).first;
     return it->second.get();
   }
   KeyState* slot = it->second.get();
-  KV_CHECK(slot->dtype == stored.dtype(), KV_ERR_DTYPE_MISMATCH,
+  KV_CHECK(slot->dtype == dtype, KV_ERR_DTYPE_MISMATCH,
            "optimizer %s: the state of key %s was created for dtype %s but the stored value "
            "is now %s", optimizer_, KeyName(key, str_key).c_str(), DTypeName(slot->dtype),
-           DTypeName(stored.dtype()));
-  KV_CHECK(slot->size == stored.size(), KV_ERR_SHAPE_MISMATCH,
-           "optimizer %s: the state of key %s has %lld elements but the stored value %s has "
-           "%lld", optimizer_, KeyName(key, str_key).c_str(), static_cast<long long>(slot->size),
-           stored.Describe().c_str(), static_cast<long long>(stored.size()));
+           DTypeName(dtype));
+  KV_CHECK(slot->size == size, KV_ERR_SHAPE_MISMATCH,
+           "optimizer %s: the state of key %s has %lld elements but the stored value (%s %s) "
+           "has %lld", optimizer_, KeyName(key, str_key).c_str(),
+           static_cast<long long>(slot->size), DTypeName(dtype), ShapeToString(shape).c_str(),
+           static_cast<long long>(size));
   return slot;
 }
 
@@ -105,6 +185,13 @@ std::vector<StateArray> KeyState::SavedArrays(int num_slots) const {
     const void* src = wide ? static_cast<const void*>(d[0][i].data()) : f[0][i].data();
     a.bytes.resize(static_cast<size_t>(size) * DTypeSize(a.dtype));
     if (!a.bytes.empty()) std::memcpy(a.bytes.data(), src, a.bytes.size());
+    arrays.push_back(std::move(a));
+  }
+  if (!master_taken.empty()) {  // an untaken master: its mask follows it
+    StateArray a;
+    a.shape = {size};
+    a.dtype = KV_UINT8;
+    a.bytes = master_taken;
     arrays.push_back(std::move(a));
   }
   return arrays;
@@ -132,6 +219,26 @@ std::vector<KeyRecord> StateTable::Save() {
   return records;
 }
 
+namespace {
+
+// The mask of an untaken master (the record's last array, uint8, checked for its size):
+// each byte must be 0 or 1. A mask without zeros is dropped (the master is whole).
+void RestoreMask(const KeyRecord& r, const std::string& path, KeyState* state) {
+  const std::vector<uint8_t>& mask = r.arrays.back().bytes;
+  int64_t missing = 0;
+  for (size_t e = 0; e < mask.size(); ++e) {
+    KV_CHECK(mask[e] <= 1, KV_ERR_INVALID_ARGUMENT,
+             "optimizer states file '%s': key %s: byte %zu of the master copy's mask is %u (not "
+             "0 or 1)", path.c_str(), r.Name().c_str(), e, static_cast<unsigned>(mask[e]));
+    missing += mask[e] == 0 ? 1 : 0;
+  }
+  if (missing == 0) return;
+  state->master_taken = mask;
+  state->master_missing = missing;
+}
+
+}  // namespace
+
 void StateTable::Restore(std::vector<KeyRecord>* records, const std::string& path, bool apply) {
   // Check and build everything before the swap, so that a refusal or a failed allocation
   // leaves the table as it was.
@@ -142,13 +249,17 @@ void StateTable::Restore(std::vector<KeyRecord>* records, const std::string& pat
     const bool has_master = multi_precision_ && r.dtype == KV_FLOAT16;
     const int want = integer ? 0 : num_slots_ + (has_master ? 1 : 0);
     const int compute = r.dtype == KV_FLOAT64 ? KV_FLOAT64 : KV_FLOAT32;
-    KV_CHECK(static_cast<int>(r.arrays.size()) == want, KV_ERR_INVALID_ARGUMENT,
+    // An untaken master's mask (key_state.h) follows the master, as uint8.
+    const bool has_mask = has_master && static_cast<int>(r.arrays.size()) == want + 1 &&
+                          r.arrays.back().dtype == KV_UINT8;
+    KV_CHECK(static_cast<int>(r.arrays.size()) == want + (has_mask ? 1 : 0),
+             KV_ERR_INVALID_ARGUMENT,
              "optimizer states file '%s': key %s has %zu state arrays but optimizer %s keeps %d "
              "for a %s weight%s", path.c_str(), r.Name().c_str(), r.arrays.size(), optimizer_, want,
              DTypeName(r.dtype), has_master ? " (its slots and a float32 master copy)" : "");
     for (size_t i = 0; i < r.arrays.size(); ++i) {
       const StateArray& a = r.arrays[i];
-      KV_CHECK(a.dtype == compute, KV_ERR_DTYPE_MISMATCH,
+      KV_CHECK(a.dtype == (static_cast<int>(i) < want ? compute : KV_UINT8), KV_ERR_DTYPE_MISMATCH,
                "optimizer states file '%s': key %s state array %zu is %s but optimizer %s keeps "
                "%s state for a %s weight", path.c_str(), r.Name().c_str(), i, DTypeName(a.dtype),
                optimizer_, DTypeName(compute), DTypeName(r.dtype));
@@ -175,6 +286,7 @@ void StateTable::Restore(std::vector<KeyRecord>* records, const std::string& pat
         state->f[1][i].assign(n, 0.0f);
       }
     }
+    if (has_mask) RestoreMask(r, path, state.get());
     r.arrays.clear();
     StateKey sk = r.is_str ? StateKey(true, 0, r.str_key) : StateKey(false, r.key, std::string());
     KV_CHECK(fresh.emplace(std::move(sk), std::move(state)).second, KV_ERR_INVALID_ARGUMENT,

@@ -23,10 +23,16 @@ class OptimizerSpec {
   // Throws NOT_SUPPORTED naming `key` when the optimizer can never update a value of
   // `dtype`: the rule of CreateOptimizer(spec)->CheckDType.
   void CheckDType(int dtype, const std::string& key) const;
+  // CreateOptimizer(spec)->row_sparse_recv(): kRows for sgd and adam with lazy_update=1
+  // (their default), kDense otherwise.
+  RowSparseRecv row_sparse_recv() const {
+    return lazy_rows_ ? RowSparseRecv::kRows : RowSparseRecv::kDense;
+  }
 
  private:
   const char* name_;       // static storage (the optimizer table)
   bool updates_integers_;  // only test with rescale_grad=1 adds integers exactly
+  bool lazy_rows_;         // row_sparse sums update only their rows (UpdateRows)
 };
 
 }  // namespace kvstore

@@ -36,6 +36,11 @@ const ParamDef kClipGiven = {"clip_gradient", nullptr, &Hyper::clip_gradient, -1
 // (optimizer.cc). Other dtypes ignore it.
 const ParamDef kMultiPrecision = {"multi_precision", nullptr, &Hyper::multi_precision, 0, 0, 1,
                                   false, false, true};
+// sgd and adam (the reference's SGD and Adam take lazy_update=True by default): a sum of
+// row_sparse pushes updates only its rows, and their state (optimizer.cc UpdateRows); 0
+// applies it densely, as a gradient that is zero in every other row.
+const ParamDef kLazyUpdate = {"lazy_update", nullptr, &Hyper::lazy_update, 1, 0, 1, false, false,
+                              true};
 const ParamDef kMomentum = {"momentum", nullptr, &Hyper::momentum, 0, 0, 1, false, false, false};
 // Decay factors must stay below 1: adam divides by 1 - beta1^t.
 ParamDef Decay(const char* name, const char* alias, double Hyper::*field, double default_value) {
@@ -48,13 +53,15 @@ ParamDef Epsilon(const char* name, const char* alias, double default_value) {
 // Defaults are the reference's (MXNet 1.9.1 python/mxnet/optimizer/optimizer.py).
 const std::vector<OptimizerDef>& Registry() {
   static const std::vector<OptimizerDef> registry = {
-      {"sgd", Kind::kSgd, {LearningRate(0.01), kMomentum, kWd, kRescale, kClip, kMultiPrecision}},
+      {"sgd",
+       Kind::kSgd,
+       {LearningRate(0.01), kMomentum, kWd, kRescale, kClip, kLazyUpdate, kMultiPrecision}},
       {"nag", Kind::kNag, {LearningRate(0.01), kMomentum, kWd, kRescale, kClip, kMultiPrecision}},
       {"adam",
        Kind::kAdam,
        {LearningRate(0.001), Decay("beta1", nullptr, &Hyper::beta1, 0.9),
-        Decay("beta2", nullptr, &Hyper::beta2, 0.999), Epsilon("epsilon", nullptr, 1e-8), kWd,
-        kRescale, kClip, kMultiPrecision}},
+        Decay("beta2", nullptr, &Hyper::beta2, 0.999), Epsilon("epsilon", nullptr, 1e-8),
+        kWd, kRescale, kClip, kLazyUpdate, kMultiPrecision}},
       {"adagrad",
        Kind::kAdaGrad,
        {LearningRate(0.01), Epsilon("eps", "epsilon", 1e-7), kWd, kRescale, kClipGiven,
@@ -169,6 +176,10 @@ Hyper OperatorValues(const OptimizerDef& def, const Hyper& given) {
     op.*p.field = v;
   }
   return op;
+}
+
+bool LazyRows(const OptimizerDef& def, const Hyper& hyper) {
+  return (def.kind == Kind::kSgd || def.kind == Kind::kAdam) && hyper.lazy_update != 0;
 }
 
 int NumSlots(Kind kind, const Hyper& h) {

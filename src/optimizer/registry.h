@@ -32,6 +32,7 @@ struct Hyper {
   double centered = 0;
   double clip_weights = -1;
   double multi_precision = 0;  // a flag: float16 weights keep a float32 master copy
+  double lazy_update = 0;      // a flag (sgd, adam): row_sparse pushes update their rows only
 };
 
 struct ParamDef {
@@ -65,6 +66,10 @@ ResolvedSpec ResolveSpec(const std::string& spec_text);
 
 // The hyper-parameters as the reference's kernels receive them (see the top of the file).
 Hyper OperatorValues(const OptimizerDef& def, const Hyper& given);
+
+// Whether the optimizer applies row_sparse pushes lazily (Updater::UpdateRows: only the
+// pushed rows and their state change): sgd and adam with lazy_update=1.
+bool LazyRows(const OptimizerDef& def, const Hyper& hyper);
 
 // The number of state slots (arrays the size of the weight) that `kind` keeps per key.
 int NumSlots(Kind kind, const Hyper& hyper);

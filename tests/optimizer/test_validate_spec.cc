@@ -53,6 +53,9 @@ void CheckSpec(const std::string& spec, int code, const char* needle) {
   // The dtypes the checked spec lets through are those the optimizer would update.
   const kvstore::OptimizerSpec checked(spec);
   const std::shared_ptr<kvstore::Updater> optimizer = kvstore::CreateOptimizer(spec);
+  // And both say alike how row_sparse sums are applied (lazily or densely).
+  CHECK_MSG(checked.row_sparse_recv() == optimizer->row_sparse_recv(),
+            "spec \"%s\": OptimizerSpec and the optimizer disagree on row_sparse_recv", spec.c_str());
   for (int dtype : {KV_FLOAT32, KV_FLOAT64, KV_FLOAT16, KV_UINT8, KV_INT32, KV_INT64}) {
     const Outcome by_spec = Run([&] { checked.CheckDType(dtype, "7"); });
     const Outcome by_optimizer = Run([&] { optimizer->CheckDType(dtype, "7"); });
@@ -77,6 +80,10 @@ int main() {
   CheckSpec("test", 0, "");  // the one that updates integers
   CheckSpec("sgd(lr=0.1,multi_precision=1)", 0, "");
   CheckSpec("test(multi_precision=1)", 0, "");  // still updates integers
+  CheckSpec("sgd(lazy_update=0)", 0, "");
+  CheckSpec("adam(lazy_update=1,multi_precision=1)", 0, "");
+  CheckSpec("sgd(lazy_update=0.5)", KV_ERR_INVALID_ARGUMENT, "must be 0 or 1");
+  CheckSpec("nag(lazy_update=1)", KV_ERR_INVALID_ARGUMENT, "optimizer nag has no parameter \"lazy_update\"");
   // Unknown optimizer.
   CheckSpec("foo(lr=1)", KV_ERR_INVALID_ARGUMENT, "unknown optimizer \"foo\"");
   CheckSpec("foo", KV_ERR_INVALID_ARGUMENT, "sgd, nag, adam, adagrad, rmsprop, test");
