@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "c_api/call_arrays.h"
 #include "c_api/guard.h"
 #include "core/device.h"
 #include "kvstore_features.h"
@@ -18,88 +19,23 @@ using kvstore::Array;
 using kvstore::KeyList;
 using kvstore::Store;
 
+using kvstore::capi::CallArrays;
+using kvstore::capi::CheckList;
+using kvstore::capi::CheckStorage;
 using kvstore::capi::EnterArray;
+using kvstore::capi::Ready;
+using kvstore::capi::ReadyToWrite;
 using kvstore::capi::EnterStore;
 using kvstore::capi::Guard;
 using kvstore::capi::InCall;
 
 namespace {
 
-// Waits for pending asynchronous writes into an array before it is read.
-Array* Ready(KVArrayHandle a) {
-  a->WaitPendingWrites();
-  return a;
-}
-
-// Waits for pending asynchronous writes and reads (zero-copy pushes) before it is written.
-Array* ReadyToWrite(KVArrayHandle a) {
-  a->WaitToWrite();
-  return a;
-}
-
 kvstore::Shape ToShape(const int64_t* dims, int ndim) {
   KV_CHECK(ndim >= 0 && ndim <= KV_MAX_NDIM, KV_ERR_INVALID_ARGUMENT, "ndim %d is outside [0, %d]", ndim,
            KV_MAX_NDIM);
   KV_CHECK(ndim == 0 || dims != nullptr, KV_ERR_NULL_POINTER, "shape is NULL with ndim %d", ndim);
   return kvstore::Shape(dims, dims + ndim);
-}
-
-// The arrays of one call, validated; arrays[0, entered) hold their call gates until the
-// call returns (one vector: no allocation per array on the push/pull path).
-struct CallArrays {
-  std::vector<Array*> arrays;
-  size_t entered = 0;
-
-  CallArrays() = default;
-  CallArrays(CallArrays&& o) noexcept : arrays(std::move(o.arrays)), entered(o.entered) { o.entered = 0; }
-  CallArrays(const CallArrays&) = delete;
-  CallArrays& operator=(const CallArrays&) = delete;
-  CallArrays& operator=(CallArrays&&) = delete;
-  ~CallArrays() {
-    for (size_t i = 0; i < entered; ++i) arrays[i]->call_gate().Leave();
-  }
-  Array* const* data() { return arrays.data(); }
-};
-
-// Validates a key list and its parallel array list; returns the arrays, waited on (for
-// writing when `outputs`).
-CallArrays CheckList(const KeyList& keys, const KVArrayHandle* arrays, const char* what, bool outputs = false) {
-  KV_CHECK(keys.size >= 0, KV_ERR_INVALID_ARGUMENT, "negative %s count %d", what, keys.size);
-  CallArrays out;
-  if (keys.size == 0) return out;
-  KV_CHECK((keys.kind == kvstore::KeyKind::kStr ? static_cast<const void*>(keys.strs)
-                                                 : static_cast<const void*>(keys.ints)) != nullptr,
-           KV_ERR_NULL_POINTER, "%s keys is NULL with count %d", what, keys.size);
-  KV_CHECK(arrays != nullptr, KV_ERR_NULL_POINTER, "%s arrays is NULL with count %d", what, keys.size);
-  out.arrays.resize(static_cast<size_t>(keys.size));
-  for (int i = 0; i < keys.size; ++i) {
-    if (keys.kind == kvstore::KeyKind::kStr) {
-      KV_CHECK(keys.strs[i] != nullptr, KV_ERR_NULL_POINTER, "%s key %d is NULL", what, i);
-    }
-    KV_CHECK(arrays[i] != nullptr, KV_ERR_NULL_POINTER, "%s array %d (key %s) is NULL", what, i,
-             keys.Name(i).c_str());
-    arrays[i]->call_gate().Enter("array");
-    out.arrays[i] = arrays[i];  // left by ~CallArrays, also when the wait below throws
-    ++out.entered;
-    if (outputs) ReadyToWrite(arrays[i]);
-    else Ready(arrays[i]);
-  }
-  return out;
-}
-
-// Row-sparse arrays reach a store only as values, and only a store that takes them;
-// outputs of init/pull-like calls are written dense.
-void CheckStorage(const Store& store, const KeyList& keys, CallArrays& arrays, const char* what,
-                  bool outputs = false) {
-  for (int i = 0; i < keys.size; ++i) {
-    if (!arrays.arrays[i]->is_row_sparse()) continue;
-    KV_CHECK(!outputs, KV_ERR_NOT_SUPPORTED,
-             "%s: output %d (key %s) is row_sparse; it writes dense outputs (KVStoreRowSparsePull "
-             "writes row_sparse ones)", what, i, keys.Name(i).c_str());
-    KV_CHECK(store.takes_row_sparse(), KV_ERR_NOT_SUPPORTED,
-             "%s: value %d (key %s) is row_sparse, which store type \"%s\" does not take yet (the "
-             "local and device stores do)", what, i, keys.Name(i).c_str(), store.type().c_str());
-  }
 }
 
 int StoreInit(KVStoreHandle store, const KeyList& keys, const KVArrayHandle* vals) {

@@ -1,8 +1,10 @@
 // row_sparse.cc - the C ABI of row_sparse arrays (kvstore.h "Row-sparse arrays"): creating
-// one, reading its storage type and row ids, and casting between storage types. The shims
+// one, reading its storage type and row ids, casting between storage types; and
+// KVStoreRowSparsePull. The shims
 // follow c_api.cc: arguments checked, handles entered, everything inside Guard.
 #include <vector>
 
+#include "c_api/call_arrays.h"
 #include "c_api/guard.h"
 #include "core/row_sparse.h"
 #include "kvstore/kvstore.h"
@@ -83,6 +85,44 @@ int KVArrayCastStorage(KVArrayHandle src, int stype, KVArrayHandle* out) {
     a->set_caller_owned();
     *out = a.release();
   });
+}
+
+}  // extern "C"
+
+namespace {
+
+int StoreRowSparsePull(KVStoreHandle store, const kvstore::KeyList& keys, const KVArrayHandle* outs,
+                       const KVArrayHandle* row_ids) {
+  return Guard([&] {
+    const InCall in_call = kvstore::capi::EnterStore(store);
+    kvstore::capi::CallArrays o = kvstore::capi::CheckList(keys, outs, "row_sparse_pull", true);
+    kvstore::capi::CallArrays r = kvstore::capi::CheckList(keys, row_ids, "row_sparse_pull row_ids");
+    for (int i = 0; i < keys.size; ++i) {
+      KV_CHECK(o.arrays[i]->is_row_sparse(), KV_ERR_INVALID_ARGUMENT,
+               "row_sparse_pull: output %d (key %s) is %s, not row_sparse (create it with "
+               "KVArrayCreateRowSparse)", i, keys.Name(i).c_str(), o.arrays[i]->Describe().c_str());
+      KV_CHECK(!r.arrays[i]->is_row_sparse(), KV_ERR_INVALID_ARGUMENT,
+               "row_sparse_pull: row_ids %d (key %s) is row_sparse; row ids are a dense array", i,
+               keys.Name(i).c_str());
+    }
+    store->RowSparsePull(keys, o.data(), r.data(), 0);
+  });
+}
+
+}  // namespace
+
+extern "C" {
+
+int KVStoreRowSparsePull(KVStoreHandle store, int num, const int* keys, const KVArrayHandle* outs,
+                         const KVArrayHandle* row_ids, int priority) {
+  (void)priority;
+  return StoreRowSparsePull(store, kvstore::KeyList::Ints(num, keys), outs, row_ids);
+}
+
+int KVStoreRowSparsePullStr(KVStoreHandle store, int num, const char* const* keys, const KVArrayHandle* outs,
+                            const KVArrayHandle* row_ids, int priority) {
+  (void)priority;
+  return StoreRowSparsePull(store, kvstore::KeyList::Strs(num, keys), outs, row_ids);
 }
 
 }  // extern "C"

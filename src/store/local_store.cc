@@ -14,6 +14,9 @@
 //    (Updater::RecvDType): the stored dtype, or float32 for float16 values under a
 //    multi-precision optimizer, where each value is converted and the sum is never rounded
 //    to float16. Without an updater the sum is the stored dtype's (assign).
+//  - Stored values are dense. Row_sparse values (an init's are stored densified) and
+//    row_sparse_pull go through store/row_sparse.h; a key whose values in one push mix
+//    dense and row_sparse ones is summed dense (the row_sparse ones cast to dense first).
 #include <algorithm>
 #include <mutex>
 #include <shared_mutex>
@@ -24,7 +27,9 @@
 #include "comm/comm.h"
 #include "optimizer/recv_sum.h"
 #include "optimizer/states.h"
+#include "core/row_sparse.h"
 #include "store/callback_updater.h"
+#include "store/row_sparse.h"
 #include "store/store.h"
 
 namespace kvstore {
@@ -59,6 +64,10 @@ class EntryLocks {
 struct PushGroup {
   Entry* entry;
   std::vector<const Array*> vals;
+  // Set by PlanPush: every value is row_sparse (pushed by RowSparsePush), or some are and
+  // `vals` then points at their dense casts, which `densified` owns.
+  bool row_sparse = false;
+  std::vector<std::unique_ptr<Array>> densified;
 };
 
 struct PullItem {
@@ -96,8 +105,10 @@ class LocalStore final : public Store {
       }
       entry->shape = vals[i]->shape();
       entry->dtype = vals[i]->dtype();
-      entry->value = Array::Create(vals[i]->shape(), vals[i]->dtype(), comm_->MergeContext({vals[i]->ctx()}, vals[i]->nbytes()));
-      CopyArray(entry->value.get(), *vals[i]);
+      const size_t nbytes = static_cast<size_t>(ShapeSize(vals[i]->shape())) * DTypeSize(vals[i]->dtype());
+      entry->value = Array::Create(vals[i]->shape(), vals[i]->dtype(), comm_->MergeContext({vals[i]->ctx()}, nbytes));
+      if (vals[i]->is_row_sparse()) DensifyInto(*vals[i], entry->value.get());
+      else CopyArray(entry->value.get(), *vals[i]);
       fresh.push_back(std::move(entry));
     }
     for (auto& entry : fresh) {
@@ -137,6 +148,31 @@ class LocalStore final : public Store {
     EntryLocks locks(pushed);
     ExecutePush(vkeys.kind, groups);
     ExecutePull(items);
+  }
+
+  bool takes_row_sparse() const override { return true; }
+
+  // Outputs get exactly the requested rows; everything is checked and every new block is
+  // filled before any output changes.
+  void RowSparsePull(const KeyList& keys, Array* const* outs, const Array* const* row_ids, int) override {
+    CheckNotInUpdater();
+    std::vector<PullItem> items = PlanPull(keys, outs, "row_sparse_pull");
+    std::vector<std::vector<int64_t>> rows(items.size());
+    for (size_t i = 0; i < items.size(); ++i) {
+      rows[i] = UniqueRowIds(*row_ids[i], items[i].entry->shape[0], "row_sparse_pull of key " + KeyName(*items[i].entry));
+    }
+    EntryLocks locks(EntriesOf(items));
+    std::vector<std::unique_ptr<Array>> blocks;
+    blocks.reserve(items.size());
+    for (size_t i = 0; i < items.size(); ++i) {
+      const Array& value = *items[i].entry->value;
+      RequireHost(value, ("row_sparse_pull of key " + KeyName(*items[i].entry)).c_str());
+      Shape block_shape = value.shape();
+      block_shape[0] = static_cast<int64_t>(rows[i].size());
+      blocks.push_back(Array::Create(block_shape, value.dtype(), Context{}));
+      GatherRows(value, rows[i].data(), block_shape[0], blocks.back()->data());
+    }
+    for (size_t i = 0; i < items.size(); ++i) items[i].out->ReplaceRows(std::move(rows[i]), blocks[i]->storage());
   }
 
   void SetUpdater(std::shared_ptr<Updater> updater) override {
@@ -325,20 +361,38 @@ class LocalStore final : public Store {
         }
         pos = index.emplace(e, groups.size()).first->second;
       }
-      if (pos == groups.size()) groups.push_back(PushGroup{e, {vals[i]}});
+      if (pos == groups.size()) groups.push_back(PushGroup{e, {vals[i]}, false, {}});
       else groups[pos].vals.push_back(vals[i]);
     }
+    for (PushGroup& g : groups) PlanStorage(&g);
     return groups;
   }
 
-  std::vector<PullItem> PlanPull(const KeyList& keys, Array* const* outs) const {
+  // Row-sparse groups need a host value; a mixed group is summed from dense casts.
+  void PlanStorage(PushGroup* g) const {
+    size_t sparse = 0;
+    for (const Array* v : g->vals) sparse += v->is_row_sparse() ? 1 : 0;
+    if (sparse == 0) return;
+    if (sparse == g->vals.size()) {
+      CheckHostValue(*g->entry->value, KeyName(*g->entry));
+      g->row_sparse = true;
+      return;
+    }
+    for (const Array*& v : g->vals) {
+      if (!v->is_row_sparse()) continue;
+      g->densified.push_back(CastStorage(*v, KV_STYPE_DEFAULT));
+      v = g->densified.back().get();
+    }
+  }
+
+  std::vector<PullItem> PlanPull(const KeyList& keys, Array* const* outs, const char* what = "pull") const {
     std::vector<Entry*> entries = Lookup(keys);
     std::vector<PullItem> items;
     items.reserve(entries.size());
     for (int i = 0; i < keys.size; ++i) {
       Entry* e = entries[i];
       if (e->shape != outs[i]->shape() || e->dtype != outs[i]->dtype()) {
-        CheckShapeDType(e->shape, e->dtype, *outs[i], "pull of key " + KeyName(*e));
+        CheckShapeDType(e->shape, e->dtype, *outs[i], std::string(what) + " of key " + KeyName(*e));
       }
       items.push_back(PullItem{e, outs[i]});
     }
@@ -353,19 +407,43 @@ class LocalStore final : public Store {
     return out;
   }
 
-  // Entries of `groups` are locked by the caller.
+  // Entries of `groups` are locked by the caller. Row-sparse keys are prepared first (they
+  // may fail), then the dense keys run; values and state are committed only at the end.
   void ExecutePush(KeyKind kind, std::vector<PushGroup>& groups) {
     std::shared_ptr<Updater> updater = CurrentUpdater(kind);
-    if (!updater) {  // assign: nothing after validation can fail, write in place
-      for (PushGroup& g : groups) comm_->Reduce(g.vals, g.entry->value.get());
-      return;
-    }
+    // Declared after `updater`: the staged state lives in the updater.
+    UpdateTxn txn;
+    std::vector<RowSparsePush> sparse;
     for (PushGroup& g : groups) {
+      if (!g.row_sparse) continue;
+      Entry* e = g.entry;
+      sparse.emplace_back(g.vals, &e->value, &e->candidate, &e->merged);
+      sparse.back().Prepare(this, updater.get(), e->id, e->is_str ? e->str_key.c_str() : nullptr, &txn);
+    }
+    if (!updater) {  // assign: nothing after the row_sparse sums can fail, write in place
+      for (PushGroup& g : groups) {
+        if (!g.row_sparse) comm_->Reduce(g.vals, g.entry->value.get());
+      }
+    } else {
+      UpdateDense(*updater, groups, &txn);
+    }
+    // Every key succeeded: the values and the optimizer state are committed together.
+    for (PushGroup& g : groups) {
+      if (updater && !g.row_sparse) std::swap(g.entry->value, g.entry->candidate);
+    }
+    for (RowSparsePush& p : sparse) p.Commit();
+    txn.Commit();
+  }
+
+  // Runs `updater` on a scratch copy of each dense key's value (its `candidate`).
+  void UpdateDense(Updater& updater, std::vector<PushGroup>& groups, UpdateTxn* txn) {
+    for (PushGroup& g : groups) {
+      if (g.row_sparse) continue;
       Entry* e = g.entry;
       const Array& v = *e->value;
       // The updater may want the sum in another dtype (RecvDType: float32 for float16 values
       // under multi_precision); that sum is formed on the host, so its buffer lives there.
-      const int recv_dtype = updater->RecvDType(v.dtype());
+      const int recv_dtype = updater.RecvDType(v.dtype());
       KV_CHECK(recv_dtype == v.dtype() || (recv_dtype == KV_FLOAT32 && v.dtype() == KV_FLOAT16),
                KV_ERR_INTERNAL, "key %s: the updater asks for %s sums of %s values", KeyName(*e).c_str(),
                DTypeName(recv_dtype), DTypeName(v.dtype()));
@@ -374,9 +452,8 @@ class LocalStore final : public Store {
       }
       if (!e->candidate) e->candidate = Array::Create(v.shape(), v.dtype(), v.ctx());
     }
-    // Declared after `updater`: the staged state lives in the updater.
-    UpdateTxn txn;
     for (PushGroup& g : groups) {
+      if (g.row_sparse) continue;
       Entry* e = g.entry;
       if (e->merged->dtype() == e->dtype) {
         comm_->Reduce(g.vals, e->merged.get());
@@ -388,11 +465,8 @@ class LocalStore final : public Store {
       }
       CopyArray(e->candidate.get(), *e->value);
       UpdaterScope scope(this);
-      updater->Update(e->id, e->is_str ? e->str_key.c_str() : nullptr, e->merged.get(), e->candidate.get(), &txn);
+      updater.Update(e->id, e->is_str ? e->str_key.c_str() : nullptr, e->merged.get(), e->candidate.get(), txn);
     }
-    // Every key succeeded: the values and the optimizer state are committed together.
-    for (PushGroup& g : groups) std::swap(g.entry->value, g.entry->candidate);
-    txn.Commit();
   }
 
   void ExecutePull(const std::vector<PullItem>& items) {

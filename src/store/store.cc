@@ -50,3 +50,9 @@ void KVStore_::LoadOptimizerStates(const std::string&) {
           "load_optimizer_states: store type \"%s\" cannot load optimizer states (the local, "
           "device and distributed stores can)", type().c_str());
 }
+
+void KVStore_::RowSparsePull(const KeyList&, Array* const*, const Array* const*, int) {
+  KV_FAIL(KV_ERR_NOT_SUPPORTED,
+          "row_sparse_pull: store type \"%s\" does not support row_sparse_pull yet (the local and "
+          "device stores do)", type().c_str());
+}

@@ -84,6 +84,14 @@ struct KVStore_ {
   // with NOT_SUPPORTED before calling a store that does not).
   virtual bool takes_row_sparse() const { return false; }
 
+  // Replaces the rows of each row_sparse output outs[i] by exactly the rows of keys[i]'s
+  // value named by the dense array row_ids[i] (validated here: any order, duplicates
+  // allowed; kvstore.h KVStoreRowSparsePull). c_api has checked that every output is
+  // row_sparse and every row_ids dense. The default throws NOT_SUPPORTED naming the store
+  // type.
+  virtual void RowSparsePull(const kvstore::KeyList& keys, kvstore::Array* const* outs,
+                             const kvstore::Array* const* row_ids, int priority);
+
   // nullptr restores the default (assign).
   virtual void SetUpdater(std::shared_ptr<kvstore::Updater> updater) = 0;
   virtual void SetStrUpdater(std::shared_ptr<kvstore::Updater> updater) = 0;

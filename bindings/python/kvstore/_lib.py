@@ -126,6 +126,8 @@ PROTOTYPES = {
     "KVStorePushStr": (c_int, [KVStoreHandle, c_int, _STRS, _HANDLES, c_int]),
     "KVStorePull": (c_int, [KVStoreHandle, c_int, _INTS, _HANDLES, c_int]),
     "KVStorePullStr": (c_int, [KVStoreHandle, c_int, _STRS, _HANDLES, c_int]),
+    "KVStoreRowSparsePull": (c_int, [KVStoreHandle, c_int, _INTS, _HANDLES, _HANDLES, c_int]),
+    "KVStoreRowSparsePullStr": (c_int, [KVStoreHandle, c_int, _STRS, _HANDLES, _HANDLES, c_int]),
     "KVStorePushPull": (c_int, [KVStoreHandle, c_int, _INTS, _HANDLES, c_int, _INTS, _HANDLES,
                                 c_int]),
     "KVStorePushPullStr": (c_int, [KVStoreHandle, c_int, _STRS, _HANDLES, c_int, _STRS,
