@@ -472,6 +472,44 @@ KVSTORE_API int KVStoreSaveOptimizerStates(KVStoreHandle store, const char* path
  * first, and only when all accepted does any server replace its state. */
 KVSTORE_API int KVStoreLoadOptimizerStates(KVStoreHandle store, const char* path);
 
+/* Turns gradient compression of later pushes on, or off again, with the reference's
+ * set_gradient_compression parameters: num_params key/value strings keys[i] = vals[i].
+ *   "type"      (required) "2bit", "1bit", or "none" (compression off).
+ *   "threshold" a decimal float32 (default 0.5); 2bit needs threshold > 0, 1bit takes any
+ *               finite value.
+ * A key given twice keeps its last value; an unknown key is INVALID_ARGUMENT (the reference
+ * ignores it). The quantisation is the reference's, bit for bit (docs/DISTRIBUTED.md,
+ * "Gradient compression"): with error feedback, each pushed value is added to a float32
+ * residual; 2bit sends +t, -t or 0 per element (16 elements per 4 bytes), 1bit +1 or -1
+ * whatever t is (32 per 4 bytes), and what was not sent stays in the residual for the next
+ * push.
+ *  - What is compressed: pushes and pushpulls of float32 and float16 values (the reference
+ *    compresses float32 only); values of other dtypes are pushed uncompressed. Init and pull
+ *    are never compressed.
+ *  - device and local_allreduce_device stores: every value of a push (even a single one) is
+ *    quantised with its own residual, one per key and position of the value among that key's
+ *    values in the call (per device when each device's value comes in a fixed order), and
+ *    the dequantised values are summed in float32 and rounded once to the key's dtype (kept
+ *    in float32 for a multi-precision optimizer).
+ *  - dist_* stores: a worker sums its values of a key as without compression, quantises the
+ *    sum with a residual per key (per server part for a key split over servers) and sends
+ *    1/16 (2bit) or 1/32 (1bit) of the bytes; each message names its type and threshold, so
+ *    the servers need no setting of their own. The servers dequantise the workers' pushes
+ *    and sum them in float32 in rank order, rounded once to the key's dtype (or kept in
+ *    float32 for a multi-precision optimizer). Each worker sets its own compression; the
+ *    workers of a job should set the same.
+ * Changing the setting, or turning it off, drops every residual: quantisation error not yet
+ * sent is lost. Allowed at any time; pushes already started finish with the setting they
+ * started with. Errors: NULL_POINTER (store; keys, vals or one of their strings when
+ * num_params > 0); INVALID_ARGUMENT (num_params < 0, a missing or unknown type, a threshold
+ * that is not a finite float32 or is <= 0 for 2bit, an unknown key); NOT_SUPPORTED for the
+ * local, local_update_cpu, local_allreduce_cpu and nccl stores and a server or scheduler
+ * process's handle (the reference silently ignores the setting on local stores). On error
+ * the setting is unchanged. */
+KVSTORE_API int KVStoreSetGradientCompression(KVStoreHandle store, int num_params,
+                                              const char* const* keys,
+                                              const char* const* vals);
+
 /* Capability names for KVStoreIsCapable (the reference's KVStoreBase.OPTIMIZER). */
 #define KV_CAPABILITY_OPTIMIZER "optimizer"
 

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <new>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "c_api/call_arrays.h"
@@ -417,6 +418,24 @@ int KVStoreLoadOptimizerStates(KVStoreHandle store, const char* path) {
     const InCall in_call = EnterStore(store);
     KV_REQUIRE(path, "path");
     store->LoadOptimizerStates(path);
+  });
+}
+
+int KVStoreSetGradientCompression(KVStoreHandle store, int num_params, const char* const* keys,
+                                  const char* const* vals) {
+  return Guard([&] {
+    const InCall in_call = EnterStore(store);
+    KV_CHECK(num_params >= 0, KV_ERR_INVALID_ARGUMENT, "num_params is %d", num_params);
+    std::vector<std::pair<std::string, std::string>> params;
+    if (num_params > 0) {
+      KV_REQUIRE(keys, "keys");
+      KV_REQUIRE(vals, "vals");
+    }
+    for (int i = 0; i < num_params; ++i) {
+      KV_CHECK(keys[i] && vals[i], KV_ERR_NULL_POINTER, "%s[%d] is NULL", keys[i] ? "vals" : "keys", i);
+      params.emplace_back(keys[i], vals[i]);
+    }
+    store->SetGradientCompression(kvstore::compression::Compression::FromParamsOrNone(params));
   });
 }
 

@@ -176,6 +176,60 @@ Compression Compression::FromParams(
   return Make(*type, threshold);
 }
 
+std::optional<Compression> Compression::FromParamsOrNone(
+    const std::vector<std::pair<std::string, std::string>>& params) {
+  const std::string* type = nullptr;
+  for (const auto& kv : params) {
+    if (kv.first == "type") type = &kv.second;
+  }
+  if (type == nullptr || *type != "none") return FromParams(params);
+  for (const auto& kv : params) {
+    float unused;
+    KV_CHECK(kv.first == "type" || kv.first == "threshold", KV_ERR_INVALID_ARGUMENT,
+             "gradient compression: unknown parameter \"%s\" (expected \"type\" or \"threshold\")",
+             kv.first.substr(0, 64).c_str());
+    KV_CHECK(kv.first != "threshold" || ParseFloat(kv.second, &unused), KV_ERR_INVALID_ARGUMENT,
+             "gradient compression: threshold \"%s\" is not a float32 number",
+             kv.second.substr(0, 64).c_str());
+  }
+  return std::nullopt;
+}
+
+bool Compression::Compresses(int dtype) { return dtype == KV_FLOAT32 || dtype == KV_FLOAT16; }
+
+void Compression::Sum(const Source* s, int num, int64_t n, int src_dtype, void* dst,
+                      int dst_dtype) {
+  KV_CHECK(Compresses(src_dtype) && Compresses(dst_dtype) && num >= 1 && n >= 0,
+           KV_ERR_INVALID_ARGUMENT, "compressed sum: %s sources into %s (%d sources, %lld values)",
+           DTypeName(src_dtype), DTypeName(dst_dtype), num, static_cast<long long>(n));
+  for (int i = 0; i < num; ++i) {
+    KV_CHECK(s[i].dtype < 0 || Compresses(s[i].dtype), KV_ERR_INVALID_ARGUMENT,
+             "compressed sum: a raw %s source", DTypeName(s[i].dtype));
+  }
+  std::vector<float> scratch;
+  float* acc = static_cast<float*>(dst);
+  if (dst_dtype != KV_FLOAT32) {
+    scratch.resize(static_cast<size_t>(n));
+    acc = scratch.data();
+  }
+  for (int i = 0; i < num; ++i) {
+    if (s[i].packed != nullptr) {
+      if (i == 0) s[i].packed->Dequantize(s[i].data, n, KV_FLOAT32, acc);
+      else s[i].packed->DequantizeAdd(s[i].data, n, KV_FLOAT32, acc);
+    } else if ((s[i].dtype >= 0 ? s[i].dtype : src_dtype) == KV_FLOAT32) {
+      const auto* v = static_cast<const float*>(s[i].data);
+      for (int64_t j = 0; j < n; ++j) acc[j] = i == 0 ? v[j] : acc[j] + v[j];
+    } else {
+      const auto* v = static_cast<const uint16_t*>(s[i].data);
+      for (int64_t j = 0; j < n; ++j) acc[j] = i == 0 ? HalfToFloat(v[j]) : acc[j] + HalfToFloat(v[j]);
+    }
+  }
+  if (dst_dtype == KV_FLOAT16) {
+    auto* out = static_cast<uint16_t*>(dst);
+    for (int64_t j = 0; j < n; ++j) out[j] = FloatToHalf(acc[j]);
+  }
+}
+
 int64_t Compression::CompressedSize(int64_t n) const {
   const int64_t per = values_per_word();
   return (n + per - 1) / per;

@@ -2,8 +2,8 @@
 // with error feedback (a per-element residual), bit-exact with MXNet's
 // src/kvstore/gradient_compression-inl.h, and their dequantisers.
 //
-// This layer only computes; no store uses it yet. The stores (a per-device or per-key residual,
-// compressed pushes, the server's dequantise-and-sum) are later work.
+// This layer only computes. The device store (store/compressed_reduce.h) and the dist stores
+// (ps/compressed_push.h) keep the residuals and decide what is compressed.
 //
 // Formats (the packed output is a byte string; its length is CompressedSize(n) float32 words,
 // i.e. 4 * CompressedSize(n) bytes, and bytes are numbered in memory order, so the layout does
@@ -26,6 +26,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -53,6 +54,13 @@ class Compression {
   // for an unknown key too (the reference ignores unknown keys; a misspelt "threshold" would
   // silently use the default).
   static Compression FromParams(const std::vector<std::pair<std::string, std::string>>& params);
+  // As FromParams, but "type": "none" means no compression (std::nullopt): how a store turns
+  // compression off again. A threshold given with "none" must still be a float32 number.
+  static std::optional<Compression> FromParamsOrNone(
+      const std::vector<std::pair<std::string, std::string>>& params);
+  // Whether `dtype` is compressed: KV_FLOAT32 and KV_FLOAT16 (the stores push other dtypes
+  // uncompressed).
+  static bool Compresses(int dtype);
 
   Type type() const { return type_; }
   float threshold() const { return threshold_; }
@@ -76,6 +84,22 @@ class Compression {
   // acc[i] += dequantised value i, for summing compressed pushes on a server. For float16 acc
   // the sum is taken in float32 and rounded once.
   void DequantizeAdd(const void* in, int64_t n, int dtype, void* acc) const;
+
+  // One value of a sum: `data` holds n values, packed by `packed` when it is not null, else
+  // raw values of `dtype` (-1: the sum's src_dtype).
+  struct Source {
+    const void* data;
+    const Compression* packed;
+    int dtype = -1;
+  };
+  // The sum of compressed (and possibly raw) pushes, as the stores take it: dst (n values of
+  // dst_dtype) = s[0] + s[1] + ... in float32, left to right, each packed source dequantised
+  // exactly (+-t or +-1 in float32) and each raw one (float32 or float16) widened
+  // exactly, then rounded once to dst_dtype (float32: no rounding; float16: to nearest
+  // even). num >= 1; dst may be the first source's data when that one is raw (a server sums
+  // in place in worker 0's message), and aliases no other source. Throws INVALID_ARGUMENT for a dtype other
+  // than float32 or float16, before writing anything.
+  static void Sum(const Source* s, int num, int64_t n, int src_dtype, void* dst, int dst_dtype);
 
  private:
   Compression(Type type, float threshold) : type_(type), threshold_(threshold) {}

@@ -37,6 +37,8 @@
 namespace kvstore {
 namespace dist {
 
+struct PackedPush;  // compressed_push.h
+
 // "push", "pull", ... for error messages.
 const char* OpVerb(MsgType t);
 
@@ -103,6 +105,9 @@ struct Op {
   std::vector<Array*> outs;
   std::unique_ptr<Array> staging;  // host copy when an output is not on the CPU
   PayloadRef payload;
+  // A compressed push or pushpull: what its messages carry instead of `payload`, which the
+  // op still holds (the key's bound on payloads in flight).
+  std::shared_ptr<const PackedPush> packed;
   std::shared_ptr<Waiter> waiter;
   // A push, pushpull or init: its place among the key's pushes. A pull: the number of
   // pushes of the key queued before it.

@@ -10,6 +10,7 @@
 #include "core/dtype.h"
 #include "optimizer/optimizer.h"
 #include "ps/clock.h"
+#include "ps/compressed_push.h"
 #include "ps/key.h"
 #include "ps/log.h"
 #include "ps/node_table.h"
@@ -242,7 +243,7 @@ void Server::HandleData(Message& m, int rank) {
   }
   if (!SamePart(m, k) || !TakesFloat32Sum(m, *k)) return;
   Req r{type, rank, m.h.req_id, std::move(m.routing_id), std::move(m.payload), NowSec(),
-        (m.h.flags & kFlagFloat32Sum) != 0};
+        (m.h.flags & kFlagFloat32Sum) != 0, PackingOf(m.h)};
   if (mode_ == 1) {
     Enqueue(k, std::move(r));
   } else if (type == MsgType::kPull) {

@@ -42,10 +42,12 @@
 #include <exception>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "compression/compression.h"
 #include "ps/ps.h"
 #include "ps/scheduler_link.h"
 #include "ps/security.h"
@@ -64,6 +66,8 @@ struct Req {
   zmq::message_t payload;
   double arrived;
   bool f32_sum = false;  // the payload is a float32 sum of a float16 key (kFlagFloat32Sum)
+  // How the payload is packed (compressed_push.h), or std::nullopt: raw values.
+  std::optional<compression::Compression> packing = std::nullopt;
 };
 
 // One key's part on this server. `stored` is set by INIT and never null afterwards; `spare`

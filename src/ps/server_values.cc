@@ -47,7 +47,8 @@ void Server::Progress(KeyState* k) {
 // Whether a received payload may become a stored value as it is. Small messages may live
 // inside a ZeroMQ receive chunk shared with other messages (keeping one would pin the whole
 // chunk) and at any byte offset; they are copied into an array of the key instead. (The
-// same rule as Array::AdoptStorage: large, and aligned for the dtype.)
+// same rule as Array::AdoptStorage: large, and aligned for the dtype.) A compressed push's
+// payload is not the key's size and is never adopted.
 bool Server::Adoptable(const KeyState& k, const zmq::message_t& payload) {
   return payload.size() >= kZeroCopyMinBytes &&
          payload.size() == static_cast<size_t>(k.count) * DTypeSize(k.dtype) &&
@@ -138,6 +139,9 @@ void Server::RunRound(KeyState* k) {
   aligned.reserve(k->fifo.size());
   srcs.reserve(k->fifo.size());
   bool mixed = false;
+  // A round with a compressed push is summed by Compression::Sum (float32, rank order).
+  std::vector<compression::Compression::Source> packed_srcs;
+  bool any_packed = false;
   for (auto& q : k->fifo) {
     const zmq::message_t& p = q.front().payload;
     mixed |= q.front().f32_sum;
@@ -149,13 +153,18 @@ void Server::RunRound(KeyState* k) {
       CopyBytes(aligned.back().data(), p.data(), p.size());
       srcs.push_back(aligned.back().data());
     }
+    const auto& packing = q.front().packing;
+    packed_srcs.push_back({srcs.back(), packing ? &*packing : nullptr, dtypes.back()});
+    any_packed |= packing.has_value();
   }
   zmq::message_t& first = k->fifo[0].front().payload;
   const int num_srcs = static_cast<int>(srcs.size());
   // In place in worker 0's message (srcs[0]), one worker's push is already its own sum.
   // A multi-precision updater gets the float32 sum of the converted pushes instead.
   auto sum = [&](void* dst, int dst_dtype) {
-    if (mixed) {
+    if (any_packed) {
+      compression::Compression::Sum(packed_srcs.data(), num_srcs, k->count, k->dtype, dst, dst_dtype);
+    } else if (mixed) {
       SumMixedRound(srcs, dtypes, dst, dst_dtype, k->count);
     } else if (dst_dtype != k->dtype) {
       optimizer::SumToFloat32(srcs.data(), num_srcs, k->dtype, static_cast<float*>(dst), k->count);
@@ -185,6 +194,9 @@ void Server::ApplyAsync(KeyState* k, Req& r) {
       KV_CHECK(dst_dtype == KV_FLOAT32, KV_ERR_INTERNAL, "key %s: a float32 sum for a %s sum",
                k->display.c_str(), DTypeName(dst_dtype));
       CopyBytes(dst, r.payload.data(), r.payload.size());
+    } else if (r.packing) {  // compressed: dequantised (Compression::Sum of one push)
+      const compression::Compression::Source s{r.payload.data(), &*r.packing};
+      compression::Compression::Sum(&s, 1, k->count, k->dtype, dst, dst_dtype);
     } else if (dst_dtype != k->dtype) {  // multi-precision: the push converted to float32
       // ZeroMQ may hand over a small payload at any byte offset (see RunRound).
       std::vector<uint16_t> aligned;

@@ -1,6 +1,7 @@
 // wire.cc - header construction and validation, and whole-message send/receive (wire.h).
 #include "ps/wire.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <limits>
@@ -60,6 +61,27 @@ static bool IsDataType(uint16_t t) {
          t == static_cast<uint16_t>(MsgType::kPushPull);
 }
 
+// A compressed push (kFlagTwoBit / kFlagOneBit, compressed_push.h) of a data message whose
+// element range is valid.
+static std::string ValidatePacking(const WireHeader& h) {
+  const uint32_t packed = h.flags & (kFlagTwoBit | kFlagOneBit);
+  if (packed == (kFlagTwoBit | kFlagOneBit)) return "both the 2bit and the 1bit flag";
+  if ((h.flags & kFlagFloat32Sum) != 0) return "a compressed push is not a float32 sum";
+  if (h.type != static_cast<uint16_t>(MsgType::kPush) &&
+      h.type != static_cast<uint16_t>(MsgType::kPushPull)) {
+    return "only a push or pushpull may be compressed";
+  }
+  if (h.dtype != KV_FLOAT32 && h.dtype != KV_FLOAT16) return "a compressed push must be float32 or float16";
+  float t;
+  std::memcpy(&t, &h.arg, sizeof(t));
+  if (!std::isfinite(t) || (packed == kFlagTwoBit && !(t > 0))) return "invalid compression threshold";
+  const uint64_t per = packed == kFlagTwoBit ? 16 : 32;
+  const uint64_t words = (static_cast<uint64_t>(h.count) + per - 1) / per;
+  if (h.payload_len != words * 4) return "payload length differs from the packed size of count";
+  if ((h.flags & kFlagStrKey) != 0 && h.str_len == 0) return "string key without a name";
+  return "";
+}
+
 std::string ValidateHeader(const WireHeader& h, size_t frames_after_header,
                            size_t str_frame_size, size_t payload_frame_size) {
   char why[256];
@@ -88,6 +110,9 @@ std::string ValidateHeader(const WireHeader& h, size_t frames_after_header,
   if (h.str_len != str_frame_size) return "string frame length differs from the header";
   if (h.payload_len != payload_frame_size) return "payload length differs from the header";
   if ((h.flags & ~kFlagKnownFlags) != 0) return "unknown flags";
+  if ((h.flags & (kFlagTwoBit | kFlagOneBit)) != 0 && !IsDataType(h.type)) {
+    return "compression flags on a message that carries no values";
+  }
   if (h.type == static_cast<uint16_t>(MsgType::kSaveStates) && h.payload_len != 0) {
     return "SAVE_STATES carries no payload";
   }
@@ -111,6 +136,7 @@ std::string ValidateHeader(const WireHeader& h, size_t frames_after_header,
     }
     const uint64_t bytes = static_cast<uint64_t>(h.count) * esize;
     const bool has_values = h.type != static_cast<uint16_t>(MsgType::kPull);
+    if ((h.flags & (kFlagTwoBit | kFlagOneBit)) != 0) return ValidatePacking(h);
     if (has_values && h.payload_len != bytes) return "payload length differs from count*dtype";
     if (!has_values && h.payload_len != 0) return "a pull carries no payload";
     if ((h.flags & kFlagStrKey) != 0 && h.str_len == 0) return "string key without a name";

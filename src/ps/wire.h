@@ -69,7 +69,14 @@ constexpr uint32_t kFlagSync = 1u << 1;    // the sending store is a sync store
 // float32 sum of several of the worker's values under a multi-precision optimizer
 // (ps/mp_push.h). Only a server whose updater receives float16 keys in float32 takes it.
 constexpr uint32_t kFlagFloat32Sum = 1u << 2;
-constexpr uint32_t kFlagKnownFlags = kFlagStrKey | kFlagSync | kFlagFloat32Sum;
+// A PUSH or PUSHPULL whose values are packed by the 2-bit or 1-bit rules of compression.h
+// (4 * ceil(count / 16 or 32) bytes, float32 or float16 keys; never with kFlagFloat32Sum:
+// a packed float32 sum travels packed like any push); header.arg holds the threshold's
+// float32 bits (ps/compressed_push.h).
+constexpr uint32_t kFlagTwoBit = 1u << 3;
+constexpr uint32_t kFlagOneBit = 1u << 4;
+constexpr uint32_t kFlagKnownFlags =
+    kFlagStrKey | kFlagSync | kFlagFloat32Sum | kFlagTwoBit | kFlagOneBit;
 
 // Fixed-size header; all integers in host byte order (the magic rejects a peer of the
 // other endianness). Data messages carry one part of one key: elements

@@ -13,7 +13,10 @@
 //  - The values pushed for a key are summed in the dtype the updater receives
 //    (Updater::RecvDType): the stored dtype, or float32 for float16 values under a
 //    multi-precision optimizer, where each value is converted and the sum is never rounded
-//    to float16. Without an updater the sum is the stored dtype's (assign).
+//    to float16. Without an updater the sum is the stored dtype's (assign). With gradient
+//    compression on (device stores), dense float32 and float16 values are each quantised
+//    and dequantised and summed in float32 instead (compressed_reduce.h); a push of only
+//    row_sparse values of a key is not compressed (as in the reference).
 //  - Stored values are dense. Row_sparse values (an init's are stored densified) and
 //    row_sparse_pull go through store/row_sparse.h; a key whose values in one push mix
 //    dense and row_sparse ones is summed dense (the row_sparse ones cast to dense first).
@@ -29,11 +32,14 @@
 #include "optimizer/states.h"
 #include "core/row_sparse.h"
 #include "store/callback_updater.h"
+#include "store/compressed_reduce.h"
 #include "store/row_sparse.h"
 #include "store/store.h"
 
 namespace kvstore {
 namespace {
+
+using compression::Compression;
 
 struct Entry {
   int id = 0;               // the int key, or the internal id of a string key
@@ -192,6 +198,12 @@ class LocalStore final : public Store {
       old = std::move(str_updater_);
       str_updater_ = std::move(updater);
     }
+  }
+
+  // Only the device stores compress (compressed_reduce.h); the others refuse (store.h).
+  void SetGradientCompression(const std::optional<compression::Compression>& c) override {
+    if (type().find("device") == std::string::npos) return Store::SetGradientCompression(c);
+    compression_.Set(c);
   }
 
   // The state file's keys are the optimizer's; their weights' shapes are the entries'.
@@ -411,6 +423,7 @@ class LocalStore final : public Store {
   // may fail), then the dense keys run; values and state are committed only at the end.
   void ExecutePush(KeyKind kind, std::vector<PushGroup>& groups) {
     std::shared_ptr<Updater> updater = CurrentUpdater(kind);
+    std::shared_ptr<GradientCompression::State> gc = compression_.Current();
     // Declared after `updater`: the staged state lives in the updater.
     UpdateTxn txn;
     std::vector<RowSparsePush> sparse;
@@ -422,10 +435,10 @@ class LocalStore final : public Store {
     }
     if (!updater) {  // assign: nothing after the row_sparse sums can fail, write in place
       for (PushGroup& g : groups) {
-        if (!g.row_sparse) comm_->Reduce(g.vals, g.entry->value.get());
+        if (!g.row_sparse) Sum(gc.get(), g, g.entry->value.get());
       }
     } else {
-      UpdateDense(*updater, groups, &txn);
+      UpdateDense(*updater, groups, gc.get(), &txn);
     }
     // Every key succeeded: the values and the optimizer state are committed together.
     for (PushGroup& g : groups) {
@@ -436,7 +449,8 @@ class LocalStore final : public Store {
   }
 
   // Runs `updater` on a scratch copy of each dense key's value (its `candidate`).
-  void UpdateDense(Updater& updater, std::vector<PushGroup>& groups, UpdateTxn* txn) {
+  void UpdateDense(Updater& updater, std::vector<PushGroup>& groups, GradientCompression::State* gc,
+                   UpdateTxn* txn) {
     for (PushGroup& g : groups) {
       if (g.row_sparse) continue;
       Entry* e = g.entry;
@@ -455,8 +469,8 @@ class LocalStore final : public Store {
     for (PushGroup& g : groups) {
       if (g.row_sparse) continue;
       Entry* e = g.entry;
-      if (e->merged->dtype() == e->dtype) {
-        comm_->Reduce(g.vals, e->merged.get());
+      if (e->merged->dtype() == e->dtype || (gc && Compression::Compresses(e->dtype))) {
+        Sum(gc, g, e->merged.get());
       } else {  // each value converted, then summed in the updater's dtype (updater.h)
         std::vector<std::unique_ptr<Array>> staged;
         const std::vector<const void*> srcs = HostAddresses(g.vals, &staged);
@@ -469,11 +483,19 @@ class LocalStore final : public Store {
     }
   }
 
+  // dst <- the sum of g's values: compressed (in float32, compressed_reduce.h) when `gc` is
+  // set and compresses the key's dtype, else by the comm in dst's dtype (the key's).
+  void Sum(GradientCompression::State* gc, const PushGroup& g, Array* dst) {
+    if (gc && Compression::Compresses(g.entry->dtype)) gc->Reduce(g.entry, g.vals, dst);
+    else comm_->Reduce(g.vals, dst);
+  }
+
   void ExecutePull(const std::vector<PullItem>& items) {
     for (const PullItem& item : items) CopyArray(item.out, *item.entry->value);
   }
 
   std::unique_ptr<Comm> comm_;
+  GradientCompression compression_;
 
   mutable std::shared_mutex registry_mu_;  // guards kind_, entries_ and str_ids_
   KeyKind kind_ = KeyKind::kNone;

@@ -9,11 +9,14 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "compression/compression.h"
 #include "core/array.h"
 #include "core/call_gate.h"
+#include "core/error.h"
 #include "kvstore_features.h"
 #include "optimizer/updater.h"
 
@@ -102,6 +105,17 @@ struct KVStore_ {
   // store type: only stores that hold their optimizer's state in this process override it.
   virtual void SaveOptimizerStates(const std::string& path);
   virtual void LoadOptimizerStates(const std::string& path);
+
+  // Compresses this store's later pushes with `c` (std::nullopt: no compression again; the
+  // residuals of the previous setting are dropped either way). Pushes already running finish
+  // with the setting they started with. The default refuses with NOT_SUPPORTED naming the
+  // store type: only the device and dist_* stores compress (kvstore.h says what).
+  virtual void SetGradientCompression(const std::optional<kvstore::compression::Compression>&) {
+    KV_FAIL(KV_ERR_NOT_SUPPORTED,
+            "set_gradient_compression: store \"%s\" does not support gradient compression; the "
+            "device, local_allreduce_device and dist_* stores do",
+            type_.c_str());
+  }
 
   // Returns when every operation this store has queued has finished; throws the first
   // error of those not yet reported.

@@ -18,6 +18,7 @@
 // it) and then still serves the worker's own init, push, pull and wait.
 #include <kvstore/kvstore.h>
 
+#include <cmath>
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
@@ -145,7 +146,21 @@ std::string Generate(uint64_t seed, uint64_t index) {
   if ((h.flags & kvstore::dist::kFlagStrKey) && str.empty()) str = "k";
   std::string payload;
   const bool data = h.type >= static_cast<uint16_t>(MsgType::kInit) && h.type <= static_cast<uint16_t>(MsgType::kPushPull);
-  if (data && h.type != static_cast<uint16_t>(MsgType::kPull)) {
+  // A compressed push (ps/compressed_push.h): a 2bit or 1bit flag (now and then both), the
+  // threshold's bits in arg (now and then one a server must refuse) and the packed bytes.
+  const bool packed = data && r.Chance(25);
+  if (packed) {
+    static const float kThresholds[] = {0.5f, 1e-3f, 2.0f, 0.0f, -1.0f, std::nanf(""), INFINITY};
+    h.flags |= r.Chance(50) ? kvstore::dist::kFlagTwoBit : kvstore::dist::kFlagOneBit;
+    if (r.Chance(5)) h.flags |= kvstore::dist::kFlagTwoBit | kvstore::dist::kFlagOneBit;
+    const float t = kThresholds[r.Chance(80) ? r.Int(0, 2) : r.Int(0, 6)];
+    std::memcpy(&h.arg, &t, sizeof(t));
+    if (r.Chance(80)) h.dtype = r.Chance(50) ? KV_FLOAT32 : KV_FLOAT16;
+  }
+  if (packed && h.type != static_cast<uint16_t>(MsgType::kPull)) {
+    const size_t per = (h.flags & kvstore::dist::kFlagOneBit) ? 32 : 16;
+    payload = RandomBytes(r, (static_cast<size_t>(h.count) + per - 1) / per * 4);
+  } else if (data && h.type != static_cast<uint16_t>(MsgType::kPull)) {
     payload = RandomBytes(r, static_cast<size_t>(h.count) * kvstore::DTypeSize(h.dtype));
   } else if (!data && r.Chance(20)) {
     payload = RandomBytes(r, static_cast<size_t>(r.Int(1, 64)));
@@ -161,7 +176,7 @@ std::string Generate(uint64_t seed, uint64_t index) {
       case 1: h.version = static_cast<uint16_t>(r.Int(0, 3)); break;
       case 2: h.type = static_cast<uint16_t>(r.Chance(50) ? r.Int(0, 40) : static_cast<int>(b)); break;
       case 3: h.sender_role = static_cast<int32_t>(r.Chance(50) ? r.Int(-2, 4) : b); break;
-      case 4: h.flags = static_cast<uint32_t>(r.Chance(50) ? r.Int(0, 8) : b); break;
+      case 4: h.flags = static_cast<uint32_t>(r.Chance(50) ? r.Int(0, 16) : b); break;
       case 5: h.key = b; break;
       case 6: h.offset = b; break;
       case 7: h.total = b; break;

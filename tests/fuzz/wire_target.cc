@@ -6,8 +6,10 @@
 //    and sender role, only known flags, num_frames equal to the frames that arrived, string
 //    and payload frames of exactly the declared lengths, a string of at most
 //    kMaxStringFrame bytes, and for data messages a valid dtype, 0 <= offset <= total,
-//    0 <= count <= total - offset, a payload of count * dtype-size bytes (none for a pull)
-//    and a string frame when the key is a string; ValidateHeader agrees; a ROUTER message
+//    0 <= count <= total - offset, a payload of count * dtype-size bytes (none for a pull),
+//    or for a compressed push (one of the 2bit and 1bit flags; push or pushpull only;
+//    float32 or float16; a finite threshold in arg, > 0 for 2bit) 4 * ceil(count / 16 or
+//    32) bytes, and a string frame when the key is a string; ValidateHeader agrees; a ROUTER message
 //    carries its sender's routing id; sent again with SendMessage it decodes to the same
 //    header, string and payload;
 //  - a message it refuses comes with a reason;
@@ -128,13 +130,31 @@ void CheckAccepted(const Message& m, size_t frames_after_header, bool router) {
   if (h.type == static_cast<uint16_t>(MsgType::kLoadStates) && (h.arg < 0 || h.arg > 1)) {
     Broken("accepted a LOAD_STATES with arg %d", h.arg);
   }
+  if (!IsData(h.type) && (h.flags & (dist::kFlagTwoBit | dist::kFlagOneBit)) != 0) {
+    Broken("accepted compression flags on a %s", dist::MsgTypeName(h.type));
+  }
   if (IsData(h.type)) {
     if (!IsValidDType(h.dtype)) Broken("accepted dtype %d", h.dtype);
     if (h.offset < 0 || h.total < 0 || h.count < 0 || h.offset > h.total || h.count > h.total - h.offset) {
       Broken("accepted elements [%lld, +%lld) of %lld", static_cast<long long>(h.offset), static_cast<long long>(h.count), static_cast<long long>(h.total));
     }
     const bool pull = h.type == static_cast<uint16_t>(MsgType::kPull);
-    const long double bytes = static_cast<long double>(h.count) * DTypeSize(h.dtype);
+    const bool f32_sum = (h.flags & dist::kFlagFloat32Sum) != 0;  // mp_push.h
+    long double bytes = static_cast<long double>(h.count) * (f32_sum ? 4 : DTypeSize(h.dtype));
+    const uint32_t packed = h.flags & (dist::kFlagTwoBit | dist::kFlagOneBit);
+    if (packed != 0) {
+      float t;
+      std::memcpy(&t, &h.arg, sizeof(t));
+      if (packed == (dist::kFlagTwoBit | dist::kFlagOneBit)) Broken("accepted both compression flags");
+      if (f32_sum) Broken("accepted a compressed float32 sum");
+      if (h.type != static_cast<uint16_t>(MsgType::kPush) && h.type != static_cast<uint16_t>(MsgType::kPushPull)) {
+        Broken("accepted a compressed %s", dist::MsgTypeName(h.type));
+      }
+      if (h.dtype != KV_FLOAT32 && h.dtype != KV_FLOAT16) Broken("accepted a compressed push of dtype %d", h.dtype);
+      if (!std::isfinite(t) || (packed == dist::kFlagTwoBit && !(t > 0))) Broken("accepted threshold %g", static_cast<double>(t));
+      const long double per = packed == dist::kFlagTwoBit ? 16 : 32;
+      bytes = 4 * std::ceil(static_cast<long double>(h.count) / per);
+    }
     if (pull ? h.payload_len != 0 : static_cast<long double>(h.payload_len) != bytes) {
       Broken("accepted a %s of %lld elements of dtype %d with %llu payload bytes", dist::MsgTypeName(h.type),
              static_cast<long long>(h.count), h.dtype, static_cast<unsigned long long>(h.payload_len));

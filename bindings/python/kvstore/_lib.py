@@ -141,6 +141,7 @@ PROTOTYPES = {
     "KVStoreSetOptimizer": (c_int, [KVStoreHandle, c_char_p]),
     "KVStoreSaveOptimizerStates": (c_int, [KVStoreHandle, c_char_p]),
     "KVStoreLoadOptimizerStates": (c_int, [KVStoreHandle, c_char_p]),
+    "KVStoreSetGradientCompression": (c_int, [KVStoreHandle, c_int, _STRS, _STRS]),
     "KVStoreIsCapable": (c_int, [KVStoreHandle, c_char_p, _P(c_int)]),
     "KVStoreGetRank": (c_int, [KVStoreHandle, _P(c_int)]),
     "KVStoreGetGroupSize": (c_int, [KVStoreHandle, _P(c_int)]),

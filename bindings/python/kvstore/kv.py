@@ -433,6 +433,31 @@ class KVStore(object):
         InvalidArgumentError, UnknownKeyError, ShapeMismatchError, ...) and changes nothing."""
         self._call(LIB.KVStoreLoadOptimizerStates, _c_path(fname))
 
+    def set_gradient_compression(self, compression_params):
+        """Compresses later pushes, as MXNet's set_gradient_compression:
+        ``{'type': '2bit', 'threshold': 0.5}`` (or ``'1bit'``; threshold defaults to 0.5),
+        with the reference's quantisation and a residual per key (error feedback);
+        ``{'type': 'none'}`` turns compression off again (the residuals are dropped).
+        float32 and float16 pushes are compressed, other dtypes go uncompressed; init and
+        pull never are. The device and dist_* stores compress; the others raise
+        NotSupportedError (MXNet ignores the setting on local stores). Unknown keys, types
+        or a bad threshold raise InvalidArgumentError and change nothing."""
+        if not isinstance(compression_params, dict):
+            raise TypeError("set_gradient_compression takes a dict such as {'type': '2bit', "
+                            "'threshold': 0.5}, not %s" % type(compression_params).__name__)
+        keys, vals = [], []
+        for k, v in compression_params.items():
+            if not isinstance(k, str):
+                raise TypeError("gradient compression parameter names are str, not %s"
+                                % type(k).__name__)
+            keys.append(_c_string(k, "gradient compression parameter"))
+            if isinstance(v, numbers.Real) and not isinstance(v, bool):
+                v = repr(float(v))  # shortest round trip; the library reads a float32
+            vals.append(_c_string(str(v), "gradient compression value"))
+        n = len(keys)
+        self._call(LIB.KVStoreSetGradientCompression, n, (c_char_p * n)(*keys),
+                   (c_char_p * n)(*vals))
+
     # -- capabilities -----------------------------------------------------------------------
     #: The capability of running built-in optimizers (the reference's KVStoreBase.OPTIMIZER).
     OPTIMIZER = "optimizer"
