@@ -3,7 +3,7 @@
 //
 //   kvstore-launch -n W -s S -- dist_bench
 //       [--sizes 4K,64K,1M,16M,64M] [--seconds 0.5] [--window 8] [--reps 3]
-//       [--ops push,pull,pushpull]
+//       [--ops push,pull,pushpull] [--compression 2bit|1bit]
 //
 // Raw ZeroMQ is measured in the store's topology: worker 0 starts one sink process per
 // server (this program re-executed with --zmq-sink), and every worker moves the same bytes to
@@ -24,6 +24,13 @@
 // same machine load; which of the two goes first alternates. GB/s = 1e9 B/s per worker;
 // pushpull and echo count both directions. A ratio is raw time over store time for the same
 // bytes; medians of the per-repetition ratios.
+//
+// --compression TYPE adds a second table: per size, the store's push and pushpull timed
+// without and with gradient compression (threshold 0.5) in the same run, alternating which
+// goes first, with the bytes a push puts on the wire per worker: the protocol's (an 88-byte
+// header plus the payload per part) and those measured on the loopback interface (received
+// bytes of `lo` in /proc/net/dev over the push batches of all workers, so replies, ZeroMQ
+// framing, TCP/IP headers and barriers included, divided by the pushes).
 #include <signal.h>
 #include <spawn.h>
 #include <sys/prctl.h>
@@ -34,6 +41,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -55,6 +63,28 @@ double Now() {
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
+}
+
+// Received bytes of the loopback interface so far (/proc/net/dev), 0 when unreadable.
+double LoopbackBytes() {
+  FILE* f = std::fopen("/proc/net/dev", "r");
+  if (!f) return 0;
+  char line[512];
+  double bytes = 0;
+  while (std::fgets(line, sizeof(line), f)) {
+    const char* p = line;
+    while (*p == ' ') ++p;
+    if (std::strncmp(p, "lo:", 3) == 0) bytes = std::atof(p + 3);
+  }
+  std::fclose(f);
+  return bytes;
+}
+
+// "none" turns compression off.
+void SetCompression(KVStoreHandle kv, const std::string& type) {
+  const char* keys[2] = {"type", "threshold"};
+  const char* vals[2] = {type.c_str(), "0.5"};
+  REQUIRE_OK(KVStoreSetGradientCompression(kv, type == "none" ? 1 : 2, keys, vals));
 }
 
 // ---- raw ZeroMQ in the store's topology -------------------------------------------------
@@ -332,6 +362,7 @@ int main(int argc, char** argv) {
   int window = 8;
   int reps = 3;
   std::string ops = "push,pull,pushpull";  // --ops: a subset, e.g. for profiling
+  std::string compression;                  // --compression 2bit|1bit: the second table
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--sizes") {
@@ -352,6 +383,8 @@ int main(int argc, char** argv) {
       reps = std::max(1, std::atoi(argv[i + 1]));
     } else if (a == "--window") {
       window = std::atoi(argv[i + 1]);
+    } else if (a == "--compression") {
+      compression = argv[i + 1];
     }
   }
   KVStoreHandle kv = nullptr;
@@ -406,6 +439,7 @@ int main(int argc, char** argv) {
                 "size", "zmq1w", "zmqget", "zmqecho", "push", "ratio", "pull", "ratio", "pspl",
                 "ratio", "pushL", "pullL", "zmqL", "zmqack", "ratio");
   }
+  std::string comp_table;  // rows of the compression table, printed after the main one
   auto wanted = [&](const char* op) {
     return ("," + ops + ",").find(std::string(",") + op + ",") != std::string::npos;
   };
@@ -525,8 +559,52 @@ int main(int argc, char** argv) {
       std::printf("| %-6.2f %-5.2f\n", Median(za), Median(ra));
       std::fflush(stdout);
     }
+    if (!compression.empty()) {
+      // The same pushes without (mode 0) and with (mode 1) compression, alternating.
+      const double per_word = compression == "1bit" ? 32 : 16;
+      double proto[2] = {0, 0};
+      for (const Part& p : parts) {
+        proto[0] += 88 + static_cast<double>(p.bytes);
+        proto[1] += 88 + 4 * std::ceil(static_cast<double>(p.bytes / 4) / per_word);
+      }
+      std::vector<double> push_t[2], pp_t[2], wire[2], speed, pp_speed;
+      for (int rep = 0; rep < reps; ++rep) {
+        double t[2], tpp[2];
+        for (int m : {rep % 2, 1 - rep % 2}) {
+          SetCompression(kv, m ? compression : "none");
+          run_push(window);  // warm-up: the residuals, the server's first compressed round
+          REQUIRE_OK(KVStoreBarrier(kv));
+          const double lo0 = LoopbackBytes();
+          t[m] = timed("push", run_push);
+          wire[m].push_back((LoopbackBytes() - lo0) / (3.0 * count * n));
+          tpp[m] = timed("pushpull", run_pushpull);
+          push_t[m].push_back(bytes / t[m] / 1e9);
+          pp_t[m].push_back(2.0 * bytes / tpp[m] / 1e9);
+        }
+        speed.push_back(t[0] / t[1]);
+        pp_speed.push_back(tpp[0] / tpp[1]);
+      }
+      SetCompression(kv, "none");
+      char row[256];
+      std::snprintf(row, sizeof(row), "%-7s| %-6.2f %-6.2f %-5.2f| %-6.2f %-6.2f %-5.2f| %-9.0f %-8.0f %-5.1f| %-9.0f %-8.0f %-5.1f\n",
+                    SizeName(bytes).c_str(), Median(push_t[0]), Median(push_t[1]), Median(speed),
+                    Median(pp_t[0]), Median(pp_t[1]), Median(pp_speed), proto[0], proto[1],
+                    proto[0] / proto[1], Median(wire[0]), Median(wire[1]),
+                    Median(wire[0]) / Median(wire[1]));
+      comp_table += row;
+    }
     KVArrayFree(v);
     for (auto& o : outs) KVArrayFree(o);
+  }
+  if (rank == 0 && !compression.empty()) {
+    std::printf("\ngradient compression %s (threshold 0.5), the same pushes without and with:\n"
+                "%-7s| %-6s %-6s %-5s| %-6s %-6s %-5s| %-9s %-8s %-5s| %-9s %-8s %-5s\n",
+                compression.c_str(), "size", "push", "push-c", "x", "pspl", "pspl-c", "x",
+                "protoB", "protoB-c", "ratio", "loB", "loB-c", "ratio");
+    std::printf("%s", comp_table.c_str());
+    std::printf("GB/s of gradient per worker (pushpull: both directions, compressed one way); "
+                "x = time without / time with; protoB: header + payload bytes of one push; loB: "
+                "loopback bytes per push and worker (replies, framing, TCP/IP, barriers included)\n");
   }
   if (rank == 0) {
     std::printf("GB/s per worker (1e9 B/s); ratio = raw ZeroMQ time / store time for the same "

@@ -17,6 +17,12 @@ gradients per key and step, one per worker share, which the store sums).
   servers, printed by this script).
 - `dist` equals `local-shards` bit for bit: sync servers add the pushes of a round in
   worker-rank order, which is the order in which the local store adds the values of a push.
+- With --compression 2bit|1bit (passed on to train_digits.py) the single-process runs use the
+  `device` store (`local` does not compress). `dist` still equals `local-shards` bit for bit:
+  each worker's push is quantised with its own residual as each value of a device push is,
+  and both sums are float32 in rank order. `local` quantises one gradient over the whole
+  batch instead, so its weights differ by more than rounding: pass a --weight-tolerance
+  that says how much.
 Exit status 0 when every check holds, 1 otherwise.
 """
 import argparse
@@ -85,6 +91,7 @@ def main(argv):
         del env[var]  # the local runs must not look like launched workers
     common = ["--epochs", str(args.epochs), "--min-accuracy", str(args.min_accuracy)]
     common += train_args
+    single = "device" if "--compression" in train_args else "local"  # local does not compress
 
     ok = True
     with tempfile.TemporaryDirectory(prefix="check_train.") as tmp:
@@ -96,11 +103,11 @@ def main(argv):
                 "distributed run (%d workers, %d servers)" % (args.workers, args.servers))
             results["dist"] = np.load(path)
         path = os.path.join(tmp, "local.npz")
-        run([PYTHON, TRAIN, "--kvstore", "local", "--save", path] + common, env,
+        run([PYTHON, TRAIN, "--kvstore", single, "--save", path] + common, env,
             "single-process run", quiet=bool(args.launcher))
         results["local"] = np.load(path)
         path = os.path.join(tmp, "shards.npz")
-        run([PYTHON, TRAIN, "--kvstore", "local", "--shards", str(args.workers),
+        run([PYTHON, TRAIN, "--kvstore", single, "--shards", str(args.workers),
              "--save", path] + common, env,
             "single-process run, %d gradients per key and step" % args.workers, quiet=True)
         results["local-shards"] = np.load(path)

@@ -21,6 +21,11 @@ With --dtype float16 the weights and the pushed gradients are float16; add
 float32 master copy of each weight and sum the gradients in float32, returning the master
 rounded to float16 on every pull (docs/OPTIMIZERS.md#multi-precision).
 
+With --compression 2bit (or 1bit) every push is quantised with the reference's gradient
+compression and a residual per key (error feedback): 16x (32x) fewer bytes per push on the
+dist stores; in one process use --kvstore device, which quantises each pushed value on its
+own (docs/DISTRIBUTED.md#gradient-compression).
+
 Data: digits.csv.gz from Debian's python3-sklearn (1797 images, 64 pixels in 0..16, label),
 read with gzip and numpy only. A fixed permutation puts 357 images in the test set and 1440
 in the training set.
@@ -113,6 +118,10 @@ def parse_args(argv):
     ap.add_argument("--multi-precision", action="store_true",
                     help="multi_precision=1: float16 weights keep a float32 master copy in "
                          "the store or on the servers, which sum the gradients in float32")
+    ap.add_argument("--compression", choices=["2bit", "1bit"],
+                    help="gradient compression of the pushes (dist_* and device stores)")
+    ap.add_argument("--compression-threshold", type=float, default=0.5,
+                    help="its threshold (default 0.5, the reference's)")
     ap.add_argument("--lr", type=float, default=0.1)
     ap.add_argument("--momentum", type=float, default=0.9)
     ap.add_argument("--wd", type=float, default=1e-4)
@@ -154,6 +163,9 @@ def main(argv):
     b = np.zeros(NUM_CLASSES, dtype=args.dtype)
     spec = optimizer_spec(args)
     store.set_optimizer(spec)
+    if args.compression:
+        store.set_gradient_compression({"type": args.compression,
+                                        "threshold": args.compression_threshold})
     store.init([KEY_WEIGHT, KEY_BIAS], [w, b])
     store.pull([KEY_WEIGHT, KEY_BIAS], out=[w, b])
 
