@@ -5,9 +5,9 @@
  * in that language's file under bindings/swig/<language>/, included first.
  * The module name is given on the SWIG command line (-module) by each language's build.
  *
- * List calls. Every language reaches KVStoreInit/Push/Pull/PushPull/Broadcast (and the *Str
- * twins) through the count-checking shims of kvstore_lists.h, under the C names: each list
- * arrives with its own length and a mismatch fails the same way everywhere. A language's
+ * List calls. Every language reaches KVStoreInit/Push/Pull/PushPull/Broadcast/RowSparsePull
+ * (and the *Str twins) through the count-checking shims of kvstore_lists.h, under the C names:
+ * each list arrives with its own length and a mismatch fails the same way everywhere. A language's
  * typemaps only convert one list to (count, pointer) for the parameter pairs named there.
  */
 
@@ -21,6 +21,8 @@
 %ignore KVStorePushPullStr;
 %ignore KVStoreBroadcast;
 %ignore KVStoreBroadcastStr;
+%ignore KVStoreRowSparsePull;
+%ignore KVStoreRowSparsePullStr;
 %rename(KVStoreInit) kvswig_init;
 %rename(KVStoreInitStr) kvswig_init_str;
 %rename(KVStorePush) kvswig_push;
@@ -31,6 +33,8 @@
 %rename(KVStorePushPullStr) kvswig_pushpull_str;
 %rename(KVStoreBroadcast) kvswig_broadcast;
 %rename(KVStoreBroadcastStr) kvswig_broadcast_str;
+%rename(KVStoreRowSparsePull) kvswig_row_sparse_pull;
+%rename(KVStoreRowSparsePullStr) kvswig_row_sparse_pull_str;
 
 #if defined(SWIGJAVA)
 %include "java/kvstore_java.i"

@@ -102,3 +102,23 @@ int kvswig_broadcast_str(KVStoreHandle store, int vnum, const char* const* vkeys
   int rc = kvswig_count_two("KVStoreBroadcastStr", vnum, nvals, onum, nouts);
   return rc ? rc : KVStoreBroadcastStr(store, vnum, vkeys, vals, onum, okeys, outs, priority);
 }
+
+/* Row-sparse pull: outputs, then row_ids, against keys. */
+static int kvswig_count_rows(const char* call, int num, int nouts, int nrow_ids) {
+  int rc = kvswig_count(call, "outs", nouts, "keys", num);
+  return rc ? rc : kvswig_count(call, "row_ids", nrow_ids, "keys", num);
+}
+
+int kvswig_row_sparse_pull(KVStoreHandle store, int num, const int* keys, int nouts,
+                           const KVArrayHandle* outs, int nrow_ids, const KVArrayHandle* row_ids,
+                           int priority) {
+  int rc = kvswig_count_rows("KVStoreRowSparsePull", num, nouts, nrow_ids);
+  return rc ? rc : KVStoreRowSparsePull(store, num, keys, outs, row_ids, priority);
+}
+
+int kvswig_row_sparse_pull_str(KVStoreHandle store, int num, const char* const* keys,
+                               int nouts, const KVArrayHandle* outs, int nrow_ids,
+                               const KVArrayHandle* row_ids, int priority) {
+  int rc = kvswig_count_rows("KVStoreRowSparsePullStr", num, nouts, nrow_ids);
+  return rc ? rc : KVStoreRowSparsePullStr(store, num, keys, outs, row_ids, priority);
+}

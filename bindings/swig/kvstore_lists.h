@@ -9,6 +9,7 @@
  *
  *     (int num, const int* keys)  (int num, const char* const* keys)  and the vnum/vkeys,
  *     onum/okeys twins;  (int nvals, const KVArrayHandle* vals)  (int nouts, ... outs)
+ *     (int nrow_ids, const KVArrayHandle* row_ids)
  *
  * A mismatch is reported the same way in every language: the shim returns
  * KV_ERR_INVALID_ARGUMENT without calling the library, and records the message
@@ -64,6 +65,15 @@ int kvswig_broadcast(KVStoreHandle store, int vnum, const int* vkeys, int nvals,
 int kvswig_broadcast_str(KVStoreHandle store, int vnum, const char* const* vkeys, int nvals,
                          const KVArrayHandle* vals, int onum, const char* const* okeys,
                          int nouts, const KVArrayHandle* outs, int priority);
+
+/* KVStoreRowSparsePull(Str): outs and row_ids each pair with keys (one row_ids per output; a
+ * language that offers one row_ids for many outputs repeats the handle). */
+int kvswig_row_sparse_pull(KVStoreHandle store, int num, const int* keys, int nouts,
+                           const KVArrayHandle* outs, int nrow_ids, const KVArrayHandle* row_ids,
+                           int priority);
+int kvswig_row_sparse_pull_str(KVStoreHandle store, int num, const char* const* keys,
+                               int nouts, const KVArrayHandle* outs, int nrow_ids,
+                               const KVArrayHandle* row_ids, int priority);
 
 #ifdef __cplusplus
 }

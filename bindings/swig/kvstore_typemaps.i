@@ -26,9 +26,15 @@
  *                             A shape: the language's list of dims, copied for the call.
  *   (const void* KVSWIG_DATA_IN, size_t KVSWIG_NBYTES)
  *                             Host bytes read by the call (the library checks the count).
+ *   (const int64_t* KVSWIG_INT64_LIST, int64_t KVSWIG_INT64_COUNT)
+ *                             A list of int64 values (row ids): the language's list of
+ *                             integers, copied for the call; an empty list passes (NULL, 0).
  *   (int num, const int* keys), (int num, const char* const* keys),
  *   (int nvals, const KVArrayHandle* vals)
  *                             The list arguments of kvstore_lists.h; the twins below share them.
+ *
+ * The row ids of a row_sparse array (KVArrayGetRowIds: int64_t* out_ids, int64_t capacity) are
+ * an output list whose length the language asks for first; each language file maps them.
  */
 
 %apply int KVSWIG_VALUE { int KVGetVersion, int KVHasFeature, int KVIsWorkerNode,
@@ -39,8 +45,8 @@
 
 %apply int* KVSWIG_OUT_INT { int* out_count, int* out_ndim, int* out_dtype, int* out_dev_type,
                              int* out_dev_id, int* out_rank, int* out_size, int* out_number,
-                             int* out_capable };
-%apply int64_t* KVSWIG_OUT_INT64 { int64_t* out_size };
+                             int* out_capable, int* out_stype };
+%apply int64_t* KVSWIG_OUT_INT64 { int64_t* out_size, int64_t* out_num_rows };
 %apply size_t* KVSWIG_OUT_SIZE { size_t* out_nbytes };
 %apply const char** KVSWIG_OUT_STRING { const char** out_type };
 
@@ -49,8 +55,11 @@
 
 %apply (const int64_t* KVSWIG_SHAPE, int KVSWIG_NDIM) { (const int64_t* shape, int ndim) };
 %apply (const void* KVSWIG_DATA_IN, size_t KVSWIG_NBYTES) { (const void* data, size_t nbytes) };
+%apply (const int64_t* KVSWIG_INT64_LIST, int64_t KVSWIG_INT64_COUNT) {
+  (const int64_t* row_ids, int64_t num_rows) };
 
 %apply (int num, const int* keys) { (int vnum, const int* vkeys), (int onum, const int* okeys) };
 %apply (int num, const char* const* keys) {
   (int vnum, const char* const* vkeys), (int onum, const char* const* okeys) };
-%apply (int nvals, const KVArrayHandle* vals) { (int nouts, const KVArrayHandle* outs) };
+%apply (int nvals, const KVArrayHandle* vals) { (int nouts, const KVArrayHandle* outs),
+                                                (int nrow_ids, const KVArrayHandle* row_ids) };

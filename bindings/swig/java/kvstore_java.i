@@ -216,6 +216,48 @@ KVJAVA_HANDLE_OUT(KVStoreHandle, StoreHandle)
     jenv->SetLongArrayRegion($input, 0, (jsize)$2, reinterpret_cast<const jlong*>($1));
 %}
 
+/* int64 lists (KVSWIG_INT64_LIST, KVSWIG_INT64_COUNT) <- long[] (null or empty: (NULL, 0)),
+ * copied for the call. */
+%typemap(jni) (const int64_t* KVSWIG_INT64_LIST, int64_t KVSWIG_INT64_COUNT) "jlongArray"
+%typemap(jtype) (const int64_t* KVSWIG_INT64_LIST, int64_t KVSWIG_INT64_COUNT) "long[]"
+%typemap(jstype) (const int64_t* KVSWIG_INT64_LIST, int64_t KVSWIG_INT64_COUNT) "long[]"
+%typemap(javain) (const int64_t* KVSWIG_INT64_LIST, int64_t KVSWIG_INT64_COUNT) "$javainput"
+%typemap(in) (const int64_t* KVSWIG_INT64_LIST, int64_t KVSWIG_INT64_COUNT)
+    (std::vector<int64_t> values) %{
+  $1 = 0;
+  $2 = 0;
+  if ($input) {
+    jsize n$argnum = jenv->GetArrayLength($input);
+    if (n$argnum > 0) {
+      values.resize((size_t)n$argnum);
+      jenv->GetLongArrayRegion($input, 0, n$argnum, reinterpret_cast<jlong*>(values.data()));
+      $1 = values.data();
+      $2 = (int64_t)n$argnum;
+    }
+  }
+%}
+
+/* (int64_t* out_ids, int64_t capacity) <-> long[] (capacity: its length; null: 0): the row ids
+ * are written into the Java array. */
+%typemap(jni) (int64_t* out_ids, int64_t capacity) "jlongArray"
+%typemap(jtype) (int64_t* out_ids, int64_t capacity) "long[]"
+%typemap(jstype) (int64_t* out_ids, int64_t capacity) "long[]"
+%typemap(javain) (int64_t* out_ids, int64_t capacity) "$javainput"
+%typemap(in) (int64_t* out_ids, int64_t capacity) (std::vector<int64_t> ids) %{
+  $1 = 0;
+  $2 = 0;
+  if ($input) {
+    jsize n$argnum = jenv->GetArrayLength($input);
+    ids.resize((size_t)n$argnum + 1);
+    $1 = ids.data();
+    $2 = (int64_t)n$argnum;
+  }
+%}
+%typemap(argout) (int64_t* out_ids, int64_t capacity) %{
+  if (result == 0 && $input && $2 > 0)
+    jenv->SetLongArrayRegion($input, 0, (jsize)$2, reinterpret_cast<const jlong*>($1));
+%}
+
 /* ------------------------------------------------------------------------------------------ */
 /* Host data: a primitive array (pinned for the call) or a direct NIO buffer (its remaining     */
 /* elements, from position). The byte count is the Java side's; the library checks it.         */

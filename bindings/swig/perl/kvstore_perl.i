@@ -179,6 +179,53 @@ KVPERL_LIST((int nvals, const KVArrayHandle* vals), KVArrayHandle*, kvperl_handl
   argvi++;
 }
 
+/* int64 lists (row ids): [4, 1, 7], copied for the call; [] passes a table of no entries. */
+%typemap(in) (const int64_t* KVSWIG_INT64_LIST, int64_t KVSWIG_INT64_COUNT) {
+  if (!kvperl_int64_list(aTHX_ $input, "$symname", "$1_name", &$1, &$2)) SWIG_fail;
+}
+%typemap(freearg) (const int64_t* KVSWIG_INT64_LIST, int64_t KVSWIG_INT64_COUNT) {
+  free((void*)$1);
+}
+
+/* Row ids out: only the array is passed; the wrapper asks for the number of rows, the library
+ * fills a table of that many, and an array ref of the ids is returned after the status. (A
+ * dense array reaches the library with no table, which reports it.) */
+%typemap(in) (KVArrayHandle array, int64_t* out_ids, int64_t capacity) (int64_t* ids = NULL) {
+  {
+    void* p = NULL;
+    if (SvOK($input) && !SWIG_IsOK(SWIG_ConvertPtr($input, &p, $descriptor(KVArrayHandle), 0))) {
+      KVPERL_SET_ERROR("$symname: array is not an array handle ('%s')",
+                       kvperl_show(aTHX_ $input));
+      SWIG_fail;
+    }
+    $1 = (KVArrayHandle)p;
+    $2 = NULL;
+    $3 = 0;
+    int64_t n = 0;
+    if ($1 != NULL && KVArrayGetNumRows($1, &n) == 0 && n > 0) {
+      ids = (int64_t*)malloc(sizeof(int64_t) * (size_t)n);
+      if (ids == NULL) {
+        KVPERL_SET_ERROR("$symname: out of memory");
+        SWIG_fail;
+      }
+      $2 = ids;
+      $3 = n;
+    }
+  }
+}
+%typemap(argout) (KVArrayHandle array, int64_t* out_ids, int64_t capacity) {
+  if (argvi >= items) EXTEND(sp, argvi + 1);
+  if (result == 0) {
+    AV* av = newAV();
+    for (int64_t i = 0; i < $3; ++i) av_push(av, newSViv((IV)$2[i]));
+    $result = sv_2mortal(newRV_noinc((SV*)av));
+  } else {
+    $result = &PL_sv_undef;
+  }
+  argvi++;
+}
+%typemap(freearg) (KVArrayHandle array, int64_t* out_ids, int64_t capacity) { free(ids$argnum); }
+
 /* ---------------------------------------------------------------------------------------- */
 /* Callbacks from code refs                                                                  */
 /* ---------------------------------------------------------------------------------------- */

@@ -11,9 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Class the updater's recv/stored views are blessed into, and the package variable in which
- * the trampoline leaves the exception of a sub that died (the Perl layer rethrows it). */
+/* Classes the updater's recv/stored views are blessed into (dense, row_sparse), and the
+ * package variable in which the trampoline leaves the exception of a sub that died (the Perl
+ * layer rethrows it). */
 #define KVPERL_NDARRAY_CLASS "KVStore::NDArray"
+#define KVPERL_ROW_SPARSE_CLASS "KVStore::NDArray::RowSparse"
 #define KVPERL_ERROR_VAR "KVStore::Raw::CALLBACK_ERROR"
 
 /* Non-zero statuses the trampolines return to the library (any non-zero fails the push). */
@@ -179,6 +181,16 @@ int kvperl_handle_list(pTHX_ SV* in, const char* fn, const char* what, KVArrayHa
   return 1;
 }
 
+int kvperl_int64_list(pTHX_ SV* in, const char* fn, const char* what, int64_t** out,
+                      int64_t* count) {
+  void* table;
+  int n = 0;
+  if (!kvperl_table(aTHX_ in, fn, what, sizeof(int64_t), kvperl_dim_elem, &table, &n)) return 0;
+  *out = (int64_t*)table;
+  *count = n;
+  return 1;
+}
+
 int kvperl_shape(pTHX_ SV* in, const char* fn, int64_t** out, int* ndim) {
   void* table;
   if (!kvperl_table(aTHX_ in, fn, "shape", sizeof(int64_t), kvperl_dim_elem, &table, ndim))
@@ -291,14 +303,19 @@ void kvperl_callback_free(void* user_data) {
 }
 
 /* A KVStore::NDArray object that borrows `h` ({handle => ptr, view => 1}); it never frees
- * the array. */
+ * the array. A row_sparse array (an updater's recv after row_sparse pushes) is blessed into
+ * the row-sparse subclass. */
 static SV* kvperl_view_new(pTHX_ KVArrayHandle h) {
   HV* hv = newHV();
   SV* ptr = newSV(0);
   kvperl_swig.wrap_array(aTHX_ ptr, (void*)h);
   (void)hv_stores(hv, "handle", ptr);
   (void)hv_stores(hv, "view", newSViv(1));
-  return sv_bless(newRV_noinc((SV*)hv), gv_stashpv(KVPERL_NDARRAY_CLASS, GV_ADD));
+  int stype = KV_STYPE_DEFAULT;
+  const char* cls = KVArrayGetStorageType(h, &stype) == 0 && stype == KV_STYPE_ROW_SPARSE
+                        ? KVPERL_ROW_SPARSE_CLASS
+                        : KVPERL_NDARRAY_CLASS;
+  return sv_bless(newRV_noinc((SV*)hv), gv_stashpv(cls, GV_ADD));
 }
 
 /* Detaches a view from its array once the callback has returned: a view kept past the call

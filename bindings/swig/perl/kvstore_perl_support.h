@@ -57,6 +57,9 @@ int kvperl_int_list(pTHX_ SV* in, const char* fn, const char* what, int** out, i
 int kvperl_str_list(pTHX_ SV* in, const char* fn, const char* what, char*** out, int* count);
 int kvperl_handle_list(pTHX_ SV* in, const char* fn, const char* what, KVArrayHandle** out,
                        int* count);
+/* [4, 1, 7] int64 values (row ids); an empty list gives a table of no entries. */
+int kvperl_int64_list(pTHX_ SV* in, const char* fn, const char* what, int64_t** out,
+                      int64_t* count);
 
 typedef struct kvperl_callback kvperl_callback;
 

@@ -502,6 +502,76 @@ public final class KVStore implements AutoCloseable {
     broadcast(new String[] {key}, one(value), new String[] {key}, one(out), 0);
   }
 
+  // ------------------------------------------------------------------------------------------
+  // Row-sparse pull. outs[i] (a row_sparse array of the key's shape and dtype, e.g. from
+  // NDArray.rowSparseZeros) receives exactly the rows of keys[i]'s stored value named by
+  // rowIds[i]: a dense array of integral row numbers of any dtype and shape, in any order,
+  // repeats allowed. Each output's row set and block are replaced. One rowIds array may serve
+  // several outputs (the reference's one row_ids for many outs). Local and device stores; a
+  // failure (a row id out of range, a dense output) changes no output.
+
+  /** Pulls rows rowIds[i] of keys[i] into outs[i]. */
+  public void rowSparsePull(int[] keys, NDArray[] outs, NDArray[] rowIds, int priority) {
+    call(outs, "outs", rowIds, "rowIds",
+        (h, o, r) -> KVStoreLib.KVStoreRowSparsePull(h, keys, o, r, priority));
+  }
+
+  public void rowSparsePull(int[] keys, NDArray[] outs, NDArray[] rowIds) {
+    rowSparsePull(keys, outs, rowIds, 0);
+  }
+
+  /** The same rowIds for every output. */
+  public void rowSparsePull(int[] keys, NDArray[] outs, NDArray rowIds) {
+    rowSparsePull(keys, outs, repeat(rowIds, len(outs, "outs")), 0);
+  }
+
+  public void rowSparsePull(int key, NDArray out, NDArray rowIds) {
+    rowSparsePull(new int[] {key}, one(out), one(rowIds), 0);
+  }
+
+  public void rowSparsePull(int key, NDArray out, NDArray rowIds, int priority) {
+    rowSparsePull(new int[] {key}, one(out), one(rowIds), priority);
+  }
+
+  /** The rows rowIds of one key into every output (e.g. one per device). */
+  public void rowSparsePull(int key, NDArray[] outs, NDArray rowIds) {
+    int n = len(outs, "outs");
+    rowSparsePull(repeat(key, n), outs, repeat(rowIds, n), 0);
+  }
+
+  public void rowSparsePull(String[] keys, NDArray[] outs, NDArray[] rowIds, int priority) {
+    call(outs, "outs", rowIds, "rowIds",
+        (h, o, r) -> KVStoreLib.KVStoreRowSparsePullStr(h, keys, o, r, priority));
+  }
+
+  public void rowSparsePull(String[] keys, NDArray[] outs, NDArray[] rowIds) {
+    rowSparsePull(keys, outs, rowIds, 0);
+  }
+
+  public void rowSparsePull(String[] keys, NDArray[] outs, NDArray rowIds) {
+    rowSparsePull(keys, outs, repeat(rowIds, len(outs, "outs")), 0);
+  }
+
+  public void rowSparsePull(String key, NDArray out, NDArray rowIds) {
+    rowSparsePull(new String[] {key}, one(out), one(rowIds), 0);
+  }
+
+  public void rowSparsePull(String key, NDArray out, NDArray rowIds, int priority) {
+    rowSparsePull(new String[] {key}, one(out), one(rowIds), priority);
+  }
+
+  public void rowSparsePull(String key, NDArray[] outs, NDArray rowIds) {
+    int n = len(outs, "outs");
+    rowSparsePull(repeat(key, n), outs, repeat(rowIds, n), 0);
+  }
+
+  private static NDArray[] repeat(NDArray a, int n) {
+    if (a == null) throw new KVNullPointerException("rowIds is null");
+    NDArray[] r = new NDArray[n];
+    Arrays.fill(r, a);
+    return r;
+  }
+
   @Override
   public String toString() {
     return life.isClosed() ? "KVStore(closed)" : "KVStore(" + type() + ")";

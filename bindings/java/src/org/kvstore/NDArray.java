@@ -6,6 +6,7 @@ import java.nio.Buffer;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.FloatBuffer;
+import java.util.Arrays;
 import java.util.function.Consumer;
 import java.util.function.IntFunction;
 import org.kvstore.swig.ArrayHandle;
@@ -13,7 +14,8 @@ import org.kvstore.swig.KVBinaryOp;
 import org.kvstore.swig.KVStoreLib;
 
 /**
- * An n-dimensional dense array of one dtype on one device, owned by this object.
+ * An n-dimensional array of one dtype on one device, owned by this object: dense, or
+ * row_sparse ({@link #stype()}; see "Row-sparse storage" below).
  *
  * <p>Release is deterministic with {@link #close()} (try-with-resources); an array that is never
  * closed is freed after it becomes unreachable (a Cleaner), so temporaries such as
@@ -40,6 +42,7 @@ public final class NDArray implements AutoCloseable {
   private final Shape shape;
   private final DType dtype;
   private final Context context;
+  private final StorageType stype; // fixed for the array's life
 
   private NDArray(ArrayHandle handle, boolean owned) {
     int[] ndim = new int[1];
@@ -54,6 +57,9 @@ public final class NDArray implements AutoCloseable {
     int[] devId = new int[1];
     KVStoreLib.KVArrayGetContext(handle, devType, devId);
     this.context = Context.of(devType[0], devId[0]);
+    int[] st = new int[1];
+    KVStoreLib.KVArrayGetStorageType(handle, st);
+    this.stype = StorageType.fromCode(st[0]);
     if (owned) {
       this.life = new Lifetime<>(handle, NDArray::free, "NDArray", "NDArray is closed");
       // Registered last: if a query above throws, adopt() frees the handle itself.
@@ -260,8 +266,13 @@ public final class NDArray implements AutoCloseable {
     return shape.size();
   }
 
-  /** Size in bytes. */
+  /** Size in bytes: of every element, or of the data block of a row_sparse array. */
   public long nbytes() {
+    if (stype == StorageType.ROW_SPARSE) {
+      long[] out = new long[1];
+      call(this, null, null, (h, u, v) -> KVStoreLib.KVArrayGetNBytes(h, out));
+      return out[0];
+    }
     return shape.size() * dtype.size();
   }
 
@@ -298,9 +309,17 @@ public final class NDArray implements AutoCloseable {
     }
   }
 
-  /** The contents, copied into a new Java array of the host type of {@code want}. */
+  /**
+   * The contents, copied into a new Java array of the host type of {@code want}; the logical
+   * (dense) contents of a row_sparse array.
+   */
   private <T> T copyOut(DType want, String javaType, IntFunction<T> alloc) {
     expect(want, javaType);
+    if (stype == StorageType.ROW_SPARSE) {
+      try (NDArray dense = toDense()) {
+        return dense.copyOut(want, javaType, alloc);
+      }
+    }
     T r = alloc.apply(Math.toIntExact(size()));
     call(this, null, null, (h, u, v) -> KVStoreLib.KVArrayCopyToHost(h, r));
     return r;
@@ -308,6 +327,7 @@ public final class NDArray implements AutoCloseable {
 
   /** Overwrites the contents from {@code data}, a Java array of {@code length} elements. */
   private NDArray copyIn(DType want, String javaType, Object data, int length) {
+    denseOnly("copyFrom");
     expect(want, javaType);
     expectLength(length);
     call(this, null, null, (h, u, v) -> KVStoreLib.KVArrayCopyFromHost(h, data));
@@ -379,6 +399,7 @@ public final class NDArray implements AutoCloseable {
    * native byte order), which must be exactly {@link #nbytes()} long. No intermediate copy.
    */
   public NDArray copyFrom(Buffer direct) {
+    denseOnly("copyFrom(Buffer)");
     requireDirect(direct);
     call(this, null, null, (h, u, v) -> KVStoreLib.KVArrayCopyFromHost(h, direct));
     return this;
@@ -386,6 +407,7 @@ public final class NDArray implements AutoCloseable {
 
   /** Copies the raw bytes into a direct buffer's remaining space (exactly nbytes()). */
   public void copyTo(Buffer direct) {
+    denseOnly("copyTo(Buffer)");
     requireDirect(direct);
     call(this, null, null, (h, u, v) -> KVStoreLib.KVArrayCopyToHost(h, direct));
   }
@@ -407,6 +429,7 @@ public final class NDArray implements AutoCloseable {
    * IllegalStateException for them.
    */
   public ByteBuffer asByteBuffer() {
+    denseOnly("asByteBuffer");
     if (cleanable == null) {
       throw new IllegalStateException("a borrowed updater argument has no zero-copy view (the"
           + " store owns its memory); copy it out with toFloatArray() or copyTo(Buffer)");
@@ -479,6 +502,7 @@ public final class NDArray implements AutoCloseable {
   }
 
   private long firstDim() {
+    denseOnly("row indexing");
     if (shape.ndim() == 0) throw new IndexOutOfBoundsException("a 0-d NDArray has no rows");
     return shape.get(0);
   }
@@ -536,7 +560,7 @@ public final class NDArray implements AutoCloseable {
   private Shape rowShape() {
     firstDim();
     long[] dims = shape.toArray();
-    return Shape.of(java.util.Arrays.copyOfRange(dims, 1, dims.length));
+    return Shape.of(Arrays.copyOfRange(dims, 1, dims.length));
   }
 
   private NDArray copyRows(long b, long e, Shape outShape) {
@@ -547,6 +571,178 @@ public final class NDArray implements AutoCloseable {
     } catch (RuntimeException ex) {
       out.close();
       throw ex;
+    }
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // Row-sparse storage. A row_sparse array of shape (R, d1, ..., dk) stores the ids of some
+  // rows (increasing, in [0, R)) and a dense block of those rows, shape (n, d1, ..., dk); every
+  // other row reads as zero. It lives in host memory. shape(), dtype(), context() and size()
+  // are the logical array's, nbytes() the block's, and the toXArray() copies give the logical
+  // (dense) contents. Arithmetic, fill, copyTo(NDArray|Context), row indexing, copyFrom and the
+  // buffer copies and views are dense operations: on a row_sparse array they throw
+  // KVNotSupportedException (cast with toDense() first). Its row set changes only when
+  // KVStore.rowSparsePull writes into it, so indices() and data() are copies of the moment.
+
+  /** The storage type, fixed when the array is created. */
+  public StorageType stype() {
+    return stype;
+  }
+
+  /** Whether {@link #stype()} is ROW_SPARSE. */
+  public boolean isRowSparse() {
+    return stype == StorageType.ROW_SPARSE;
+  }
+
+  private void denseOnly(String what) {
+    if (stype == StorageType.ROW_SPARSE) {
+      throw new KVNotSupportedException(what + " is a dense operation and " + this
+          + " is row_sparse; cast it with toDense() first");
+    }
+  }
+
+  /**
+   * A row_sparse array of logical shape {@code shape} with no stored rows (every row reads as
+   * zero): an output for {@link KVStore#rowSparsePull}. ctx must be a CPU context.
+   */
+  public static NDArray rowSparseZeros(Shape shape, DType dtype, Context ctx) {
+    if (shape == null || dtype == null || ctx == null) {
+      throw new KVNullPointerException("rowSparseZeros: shape, dtype and context must not be null");
+    }
+    ArrayHandle[] out = new ArrayHandle[1];
+    KVStoreLib.KVArrayCreateRowSparse(shape.dimsNoCopy(), dtype.code(), ctx.deviceType(),
+        ctx.deviceId(), null, out);
+    return adopt(out[0]);
+  }
+
+  /**
+   * A row_sparse array of logical shape {@code shape} whose row {@code rowIds[i]} is row i of
+   * the dense {@code data} (shape {@code [rowIds.length, shape[1:]...]}), as the reference's
+   * {@code row_sparse_array((data, indices), shape)}. The ids may come in any order (each row
+   * moves with its id) but not repeat, and lie in [0, shape[0]). Dtype and context are data's
+   * (a CPU context). Everything is checked before the array is made.
+   */
+  public static NDArray rowSparse(NDArray data, long[] rowIds, Shape shape) {
+    if (data == null || rowIds == null || shape == null) {
+      throw new KVNullPointerException("rowSparse: data, rowIds and shape must not be null");
+    }
+    data.denseOnly("rowSparse(data, ...)");
+    Shape ds = data.shape();
+    if (ds.ndim() == 0 || ds.get(0) != rowIds.length) {
+      throw new KVInvalidArgumentException("rowSparse: data " + ds + " must hold one row per id ("
+          + rowIds.length + " ids)");
+    }
+    long[] rowDims = Arrays.copyOfRange(ds.toArray(), 1, ds.ndim());
+    if (shape.ndim() != ds.ndim()
+        || !Arrays.equals(rowDims, Arrays.copyOfRange(shape.toArray(), 1, shape.ndim()))) {
+      throw new KVShapeMismatchException("rowSparse: rows of data " + ds + " do not fit shape " + shape);
+    }
+    Integer[] order = new Integer[rowIds.length];
+    for (int i = 0; i < order.length; ++i) order[i] = i;
+    Arrays.sort(order, (x, y) -> Long.compare(rowIds[x], rowIds[y]));
+    long[] ids = new long[rowIds.length];
+    for (int i = 0; i < ids.length; ++i) {
+      ids[i] = rowIds[order[i]];
+      if (i > 0 && ids[i] == ids[i - 1]) {
+        throw new KVInvalidArgumentException("rowSparse: row id " + ids[i] + " appears more than once");
+      }
+    }
+    NDArray out = adoptRowSparse(shape, data.dtype(), data.context(), ids);
+    try {
+      int rowBytes = rowIds.length == 0 ? 0 : Math.toIntExact(data.nbytes() / rowIds.length);
+      if (rowBytes > 0) {
+        ByteBuffer src = ByteBuffer.allocateDirect(Math.toIntExact(data.nbytes()));
+        data.copyTo(src);
+        ByteBuffer block = ByteBuffer.allocateDirect(src.capacity());
+        for (int i = 0; i < order.length; ++i) {
+          src.limit((order[i] + 1) * rowBytes).position(order[i] * rowBytes);
+          block.put(src);
+        }
+        block.flip();
+        call(out, null, null, (h, u, v) -> KVStoreLib.KVArrayCopyFromHost(h, block));
+      }
+      return out;
+    } catch (RuntimeException e) {
+      out.close();
+      throw e;
+    }
+  }
+
+  /** A row_sparse float32 array of rowIds.length rows given row-major in {@code data}. */
+  public static NDArray rowSparse(float[] data, long[] rowIds, Shape shape, Context ctx) {
+    if (data == null || rowIds == null || shape == null) {
+      throw new KVNullPointerException("rowSparse: data, rowIds and shape must not be null");
+    }
+    long[] dims = shape.toArray();
+    if (dims.length == 0) throw new KVInvalidArgumentException("rowSparse: a row_sparse array needs a dimension");
+    dims[0] = rowIds.length;
+    try (NDArray rows = create(data, Shape.of(dims), ctx)) {
+      return rowSparse(rows, rowIds, shape);
+    }
+  }
+
+  private static NDArray adoptRowSparse(Shape shape, DType dtype, Context ctx, long[] ids) {
+    ArrayHandle[] out = new ArrayHandle[1];
+    KVStoreLib.KVArrayCreateRowSparse(shape.dimsNoCopy(), dtype.code(), ctx.deviceType(),
+        ctx.deviceId(), ids, out);
+    return adopt(out[0]);
+  }
+
+  /**
+   * A new array of storage type {@code stype} with this array's contents (the reference's
+   * cast_storage): dense to row_sparse keeps the rows that have a non-zero element,
+   * row_sparse to dense gives zero rows where nothing is stored, and the same type copies.
+   */
+  public NDArray tostype(StorageType stype) {
+    if (stype == null) throw new KVNullPointerException("tostype: storage type is null");
+    ArrayHandle[] out = new ArrayHandle[1];
+    call(this, null, null, (h, u, v) -> KVStoreLib.KVArrayCastStorage(h, stype.code(), out));
+    return adopt(out[0]);
+  }
+
+  /** {@link #tostype(StorageType)} by name: "default" or "row_sparse". */
+  public NDArray tostype(String stype) {
+    return tostype(StorageType.fromName(stype));
+  }
+
+  /** A dense copy (for a row_sparse array: zero rows where nothing is stored). */
+  public NDArray toDense() {
+    return tostype(StorageType.DEFAULT);
+  }
+
+  /** The number of stored rows of a row_sparse array (KVInvalidArgumentException if dense). */
+  public long numRows() {
+    long[] out = new long[1];
+    call(this, null, null, (h, u, v) -> KVStoreLib.KVArrayGetNumRows(h, out));
+    return out[0];
+  }
+
+  /** The stored row ids of a row_sparse array, increasing (KVInvalidArgumentException if dense). */
+  public long[] indices() {
+    long[] ids = new long[Math.toIntExact(numRows())];
+    call(this, null, null, (h, u, v) -> KVStoreLib.KVArrayGetRowIds(h, ids));
+    return ids;
+  }
+
+  /**
+   * The stored rows of a row_sparse array as a new dense array of shape
+   * {@code [numRows(), shape[1:]...]}, row i holding row {@code indices()[i]}
+   * (KVInvalidArgumentException if dense).
+   */
+  public NDArray data() {
+    long[] dims = shape.toArray();
+    dims[0] = numRows();
+    NDArray out = zeros(Shape.of(dims), dtype, context);
+    try {
+      if (out.nbytes() > 0) {
+        ByteBuffer block = ByteBuffer.allocateDirect(Math.toIntExact(out.nbytes()));
+        call(this, null, null, (h, u, v) -> KVStoreLib.KVArrayCopyToHost(h, block));
+        out.copyFrom(block);
+      }
+      return out;
+    } catch (RuntimeException e) {
+      out.close();
+      throw e;
     }
   }
 
@@ -577,9 +773,9 @@ public final class NDArray implements AutoCloseable {
     }
   }
 
-  /** A copy on the same context. */
+  /** A copy on the same context (of the same storage type). */
   public NDArray copy() {
-    return copyTo(context);
+    return stype == StorageType.ROW_SPARSE ? tostype(StorageType.ROW_SPARSE) : copyTo(context);
   }
 
   /** Blocks until pending asynchronous writes (distributed pulls) have landed. */
@@ -704,6 +900,7 @@ public final class NDArray implements AutoCloseable {
 
   @Override
   public String toString() {
-    return "NDArray" + shape + " " + dtype + " @" + context + (isClosed() ? " (closed)" : "");
+    return "NDArray" + shape + " " + dtype + (stype == StorageType.ROW_SPARSE ? " row_sparse" : "")
+        + " @" + context + (isClosed() ? " (closed)" : "");
   }
 }

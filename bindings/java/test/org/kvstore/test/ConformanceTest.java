@@ -36,6 +36,7 @@ import org.kvstore.KVUnknownKeyException;
 import org.kvstore.NDArray;
 import org.kvstore.Optimizer;
 import org.kvstore.Shape;
+import org.kvstore.StorageType;
 import org.kvstore.StrUpdater;
 import org.kvstore.Updater;
 import org.kvstore.swig.ArrayHandle;
@@ -157,6 +158,7 @@ public final class ConformanceTest {
     scenario("optimizer states: save, load, resume bit-identically", ConformanceTest::optimizerStates);
     scenario("isCapable and optimizer objects", ConformanceTest::capabilitiesAndOptimizers);
     scenario("rows: row, rows, setRow", ConformanceTest::rowIndexing);
+    scenario("row_sparse: arrays, push, rowSparsePull", ConformanceTest::rowSparse);
     System.out.println(passed + " passed, " + failed + " failed");
     System.exit(failed == 0 ? 0 : 1);
   }
@@ -732,6 +734,111 @@ public final class ConformanceTest {
       NDArray out = NDArray.zeros(Shape.of(3, 2));
       kv.pull(1, out);
       check("rows inside an updater", Arrays.equals(new float[] {0, 0, 10, 10, 0, 0}, out.toFloatArray()));
+    }
+  }
+
+  /** A 6x2 float32 value whose row r holds (10r, 10r+1). */
+  private static NDArray rspTable() {
+    float[] v = new float[12];
+    for (int i = 0; i < 12; ++i) v[i] = 10 * (i / 2) + i % 2;
+    return NDArray.create(v, Shape.of(6, 2));
+  }
+
+  static void rowSparse() {
+    Shape s62 = Shape.of(6, 2);
+    // Round trip of data and ids: rows given for ids 4, 1 are stored sorted, each with its row.
+    NDArray g = NDArray.rowSparse(new float[] {4, 4.5f, 1, 1.5f}, new long[] {4, 1}, s62, Context.cpu());
+    checkEq("stype", StorageType.ROW_SPARSE, g.stype());
+    checkEq("logical shape", s62, g.shape());
+    check("ids sorted", Arrays.equals(new long[] {1, 4}, g.indices()));
+    check("rows move with their ids", Arrays.equals(new float[] {1, 1.5f, 4, 4.5f}, g.data().toFloatArray()));
+    check("toDense", Arrays.equals(new float[] {0, 0, 1, 1.5f, 0, 0, 0, 0, 4, 4.5f, 0, 0},
+        g.toDense().toFloatArray()));
+    check("toFloatArray gives the logical contents", Arrays.equals(g.toDense().toFloatArray(), g.toFloatArray()));
+    NDArray fromDense = NDArray.create(new float[] {0, 0, 0, 2, 0, 0}, Shape.of(3, 2)).tostype("row_sparse");
+    check("dense to row_sparse keeps the non-zero rows", Arrays.equals(new long[] {1}, fromDense.indices()));
+    check("a copy stays row_sparse", g.copy().isRowSparse() && Arrays.equals(g.indices(), g.copy().indices()));
+    expectThrows("a repeated id", KVInvalidArgumentException.class,
+        () -> NDArray.rowSparse(new float[] {1, 1, 2, 2}, new long[] {3, 3}, s62, Context.cpu()));
+    expectThrows("an id out of range", KVInvalidArgumentException.class,
+        () -> NDArray.rowSparse(new float[] {1, 1}, new long[] {6}, s62, Context.cpu()));
+
+    // Dense-only operations raise the library's NOT_SUPPORTED (never crash).
+    KVNotSupportedException ns = expectThrows("arithmetic on row_sparse", KVNotSupportedException.class, () -> g.add(1));
+    if (ns != null) checkEq("it carries the C code", KVErrorCode.KV_ERR_NOT_SUPPORTED, ns.getCode());
+    expectThrows("fill on row_sparse", KVNotSupportedException.class, () -> g.fill(0));
+    expectThrows("copyTo a dense array", KVNotSupportedException.class, () -> g.copyTo(NDArray.zeros(s62)));
+    expectThrows("row of row_sparse", KVNotSupportedException.class, () -> g.row(0));
+    expectThrows("zero-copy view of row_sparse", KVNotSupportedException.class, g::asByteBuffer);
+    expectThrows("indices of a dense array", KVInvalidArgumentException.class, () -> NDArray.zeros(s62).indices());
+
+    for (boolean strKeys : new boolean[] {false, true}) {
+      String tag = strKeys ? " (string key)" : " (int key)";
+      try (KVStore kv = KVStore.create("local")) {
+        NDArray h = NDArray.rowSparse(new float[] {1, 1, 2, 2}, new long[] {5, 4}, s62, Context.cpu());
+        NDArray dense = NDArray.zeros(s62);
+        // Push with no updater: the sum by the union of rows, assigned densely.
+        if (strKeys) {
+          kv.init("w", rspTable());
+          kv.push("w", new NDArray[] {g, h});
+          kv.pull("w", dense);
+        } else {
+          kv.init(7, rspTable());
+          kv.push(7, new NDArray[] {g, h});
+          kv.pull(7, dense);
+        }
+        check("push sums by the union of rows" + tag, Arrays.equals(
+            new float[] {0, 0, 1, 1.5f, 0, 0, 0, 0, 6, 6.5f, 1, 1}, dense.toFloatArray()));
+        // rowSparsePull of unordered, repeated ids; one rowIds for two outputs.
+        NDArray ids = NDArray.create(new long[] {4, 1, 4, 0}, Shape.of(4), Context.cpu());
+        NDArray o1 = NDArray.rowSparseZeros(s62, DType.FLOAT32, Context.cpu());
+        NDArray o2 = NDArray.rowSparseZeros(s62, DType.FLOAT32, Context.cpu());
+        if (strKeys) kv.rowSparsePull("w", new NDArray[] {o1, o2}, ids);
+        else kv.rowSparsePull(7, new NDArray[] {o1, o2}, ids);
+        check("rowSparsePull: unique sorted ids" + tag, Arrays.equals(new long[] {0, 1, 4}, o1.indices()));
+        check("rowSparsePull: those rows" + tag, Arrays.equals(new float[] {0, 0, 1, 1.5f, 6, 6.5f}, o1.data().toFloatArray()));
+        check("one rowIds serves both outputs" + tag, Arrays.equals(o1.indices(), o2.indices())
+            && Arrays.equals(o1.data().toFloatArray(), o2.data().toFloatArray()));
+        // Errors leave the stored value and the outputs unchanged.
+        NDArray bad = NDArray.rowSparse(new float[] {1, 1}, new long[] {0}, Shape.of(5, 2), Context.cpu());
+        expectThrows("push of another shape" + tag, KVShapeMismatchException.class,
+            () -> { if (strKeys) kv.push("w", bad); else kv.push(7, bad); });
+        NDArray far = NDArray.create(new long[] {1, 6}, Shape.of(2), Context.cpu());
+        expectThrows("a row id out of range" + tag, KVInvalidArgumentException.class,
+            () -> { if (strKeys) kv.rowSparsePull("w", o1, far); else kv.rowSparsePull(7, o1, far); });
+        expectThrows("a dense output" + tag, KVInvalidArgumentException.class,
+            () -> { if (strKeys) kv.rowSparsePull("w", dense, ids); else kv.rowSparsePull(7, dense, ids); });
+        NDArray after = NDArray.zeros(s62);
+        if (strKeys) kv.pull("w", after); else kv.pull(7, after);
+        check("failed calls leave the stored value" + tag, Arrays.equals(dense.toFloatArray(), after.toFloatArray()));
+        check("a failed rowSparsePull leaves the output" + tag, Arrays.equals(new long[] {0, 1, 4}, o1.indices()));
+      }
+    }
+    // A built-in optimizer updates the pushed rows of a dense stored value (sgd: lazily).
+    try (KVStore kv = KVStore.create("local")) {
+      kv.init(1, NDArray.ones(s62));
+      kv.setOptimizer("sgd(learning_rate=1)");
+      kv.push(1, g);
+      NDArray w = NDArray.zeros(s62);
+      kv.pull(1, w);
+      check("sgd on row_sparse gradients", Arrays.equals(
+          new float[] {1, 1, 0, -0.5f, 1, 1, 1, 1, -3, -3.5f, 1, 1}, w.toFloatArray()));
+    }
+    // A callback updater receives the sum as a row_sparse recv.
+    try (KVStore kv = KVStore.create("local")) {
+      kv.init(2, NDArray.ones(s62));
+      AtomicReference<StorageType> seen = new AtomicReference<>();
+      kv.setUpdater((key, recv, stored) -> {
+        seen.set(recv.stype());
+        try (NDArray d = recv.toDense()) {
+          stored.addInPlace(d);
+        }
+      });
+      kv.push(2, g);
+      checkEq("the updater's recv is row_sparse", StorageType.ROW_SPARSE, seen.get());
+      NDArray w = NDArray.zeros(s62);
+      kv.pull(2, w);
+      check("and merges it", w.toFloatArray()[2] == 2f && w.toFloatArray()[0] == 1f);
     }
   }
 
