@@ -14,6 +14,8 @@ package KVStore::NDArray;
 # what makes `$stored += ...` inside an updater write the store.
 #
 # dtypes: float32 (default), float64, float16, uint8, int32, int64.
+# Storage: dense, or row_sparse (KVStore::NDArray::RowSparse, made by mx->nd->sparse and
+# tostype('row_sparse')).
 
 use strict;
 use warnings;
@@ -545,5 +547,35 @@ sub _inplace {
 
 # Known dtype names, for callers that validate their own input.
 sub dtypes { sort keys %DTYPE }
+
+# ---------------------------------------------------------------------------------------
+# Storage types (see KVStore::NDArray::RowSparse)
+
+my %STYPE = (default => $KVStore::Raw::KV_STYPE_DEFAULT,
+             row_sparse => $KVStore::Raw::KV_STYPE_ROW_SPARSE);
+
+sub _dtype_code { $DTYPE{ $_[0] }{code} }
+
+# mx->nd->sparse: row_sparse_array, zeros('row_sparse', ...).
+sub sparse {'KVStore::NDArray::Sparse'}
+
+# 'default' (this class) or 'row_sparse' (KVStore::NDArray::RowSparse).
+sub stype {'default'}
+
+# A new array of storage type 'default' or 'row_sparse' with this array's contents (the
+# reference's cast_storage): dense to row_sparse keeps the rows that have a non-zero element,
+# row_sparse to dense gives zero rows where nothing is stored, the same type copies.
+sub tostype {
+  my ($self, $stype) = @_;
+  KVStore::Error->invalid('tostype: unknown storage type ' . _show($stype)
+      . " (known: default, row_sparse)")
+    unless defined $stype && !ref $stype && exists $STYPE{$stype};
+  my ($rc, $h) = KVStore::Raw::KVArrayCastStorage($self->handle, $STYPE{$stype});
+  KVStore::Error->check($rc);
+  return bless { handle => $h },
+    $stype eq 'row_sparse' ? 'KVStore::NDArray::RowSparse' : __PACKAGE__;
+}
+
+require KVStore::NDArray::RowSparse;
 
 1;

@@ -7,6 +7,7 @@ package KVStore::Store;
 #   $kv->push(3, [$g0, $g1]);                 # one value per device: summed
 #   $kv->pull(3, out => $a);                  # or out => [$a0, $a1]
 #   $kv->init([5, 7], [$x, $y]);              # lists of keys with one value (or list) each
+#   $kv->row_sparse_pull(3, out => $rsp, row_ids => $ids);   # rows of a key (RowSparse.pm)
 #   $kv->_set_updater(sub { my ($key, $input, $stored) = @_; $stored += $input });
 #
 # Keys are ints or strings. A key written as a canonical integer within C int range (3, -1,
@@ -249,6 +250,45 @@ sub broadcast {
   $self->_call(_fn('Broadcast', $kind), $self->_handle, $vkeys, $vals, $okeys, $outs,
                $o->{priority} // 0);
   return $self;
+}
+
+# ---------------------------------------------------------------------------------------
+# Row-sparse pull
+
+# row_sparse_pull($key, out => $rsp, row_ids => $ids, priority => 0), as the reference's: each
+# output (a row_sparse array of the key's shape and dtype, e.g. from
+# mx->nd->sparse->zeros('row_sparse', $shape)) then holds exactly the rows of the key's value
+# named by its row_ids, replacing what it held. row_ids: a dense NDArray of integral values
+# of any dtype (or a list of integers), in any order, repeats allowed; one serves every output,
+# or give one per output in the shape of out. Keys and outputs as in pull. A failure (a row id
+# out of range, say) changes no output.
+sub row_sparse_pull {
+  my ($self, $key, @opt) = @_;
+  my $o = _named('row_sparse_pull', [qw(out priority row_ids)], @opt);
+  KVStore::Error->invalid('row_sparse_pull: out => NDArray (or a list of them) is required')
+    unless defined $o->{out};
+  KVStore::Error->invalid('row_sparse_pull: row_ids => NDArray (or a list of them) is required')
+    unless defined $o->{row_ids};
+  my ($kind, $keys, $outs) = _pairs('row_sparse_pull', $key, $o->{out});
+  my $row_ids = $o->{row_ids};
+  # A list of integers becomes an int64 array, alive until the call returns.
+  $row_ids = KVStore::NDArray->array($row_ids, dtype => 'int64')
+    if ref $row_ids eq 'ARRAY' && @$row_ids && !grep { ref } @$row_ids;
+  my $ids = _row_ids_list($row_ids, $key, scalar @$outs);
+  $self->_call(_fn('RowSparsePull', $kind), $self->_handle, $keys, $outs, $ids,
+               $o->{priority} // 0);
+  return $self;
+}
+
+# The row_ids handles, one per output: one array repeated, or a list in the shape of out.
+sub _row_ids_list {
+  my ($row_ids, $key, $nouts) = @_;
+  return [(_array_handle('row_sparse_pull', $row_ids)) x $nouts] if blessed $row_ids;
+  my (undef, undef, $ids) = _pairs('row_sparse_pull', $key, $row_ids);
+  return [($ids->[0]) x $nouts] if @$ids == 1;
+  KVStore::Error->invalid("row_sparse_pull: $nouts outputs but " . scalar(@$ids) . ' row_ids')
+    unless @$ids == $nouts;
+  return $ids;
 }
 
 # ---------------------------------------------------------------------------------------
