@@ -447,6 +447,59 @@ object ScalaConformance {
       expectThrows[IndexOutOfBoundsException]("a(3)")(a(3))
     }
 
+    scenario("row_sparse: arrays, push, rowSparsePull") {
+      val s62 = Shape(6, 2)
+      val table = NDArray.array(Array.tabulate(12)(i => (10 * (i / 2) + i % 2).toFloat), s62)
+      val g = NDArray.rowSparseArray(Array[Float](4, 4.5f, 1, 1.5f), Array(4L, 1L), s62)
+      checkEq("stype", "row_sparse", g.stype)
+      checkEq("ids sorted", Seq(1L, 4L), g.indices.toSeq)
+      checkEq("rows move with their ids", Seq(1f, 1.5f, 4f, 4.5f), g.data.toArray.toSeq)
+      checkEq("toArray: the logical contents", Seq[Float](0, 0, 1, 1.5f, 0, 0, 0, 0, 4, 4.5f, 0, 0),
+              g.toArray.toSeq)
+      checkEq("toDense", g.toArray.toSeq, g.toDense.toArray.toSeq)
+      checkEq("dense to row_sparse", Seq(1L),
+              NDArray.array(Array[Float](0, 0, 0, 2), Shape(2, 2)).tostype("row_sparse").indices.toSeq)
+      val ns = expectThrows[KVNotSupportedException]("arithmetic on row_sparse")(g + 1f)
+      checkEq("it carries the C code", Option(KVNotSupportedException.CODE), ns.map(_.getCode))
+      expectThrows[KVNotSupportedException]("rows of row_sparse")(g(0))
+      expectThrows[KVInvalidArgumentException]("a repeated id")(
+        NDArray.rowSparseArray(Array[Float](1, 1, 2, 2), Array(3L, 3L), s62))
+      for (strKeys <- Seq(false, true)) {
+        val kv = KVStore.create("local")
+        val h = NDArray.rowSparseArray(NDArray.array(Array[Float](1, 1, 2, 2), Shape(2, 2)), Array(5L, 4L), s62)
+        val dense = NDArray.zeros(s62)
+        val ids = NDArray.fromJava(org.kvstore.NDArray.create(Array(4L, 1L, 4L, 0L), org.kvstore.Shape.of(4),
+                                                              org.kvstore.Context.cpu()))
+        val o1 = NDArray.rowSparseZeros(s62)
+        val o2 = NDArray.rowSparseZeros(s62)
+        val bad = NDArray.rowSparseArray(Array[Float](1, 1), Array(0L), Shape(5, 2))
+        val far = NDArray.fromJava(org.kvstore.NDArray.create(Array(1L, 6L), org.kvstore.Shape.of(2),
+                                                              org.kvstore.Context.cpu()))
+        if (strKeys) {
+          kv.init("w", table); kv.push("w", Array(g, h)); kv.pull("w", dense)
+          kv.rowSparsePull("w", Array(o1, o2), ids)
+          expectThrows[KVShapeMismatchException]("push of another shape")(kv.push("w", bad))
+          expectThrows[KVInvalidArgumentException]("a row id out of range")(kv.rowSparsePull("w", o1, far))
+        } else {
+          kv.init(7, table); kv.push(7, Array(g, h)); kv.pull(7, dense)
+          kv.rowSparsePull(Array(7, 7), Array(o1, o2), Array(ids, ids))
+          expectThrows[KVShapeMismatchException]("push of another shape")(kv.push(7, bad))
+          expectThrows[KVInvalidArgumentException]("a row id out of range")(kv.rowSparsePull(7, o1, far))
+        }
+        val tag = if (strKeys) " (string key)" else " (int key)"
+        checkEq("push sums by the union of rows" + tag, Seq[Float](0, 0, 1, 1.5f, 0, 0, 0, 0, 6, 6.5f, 1, 1),
+                dense.toArray.toSeq)
+        checkEq("rowSparsePull: unique sorted ids" + tag, Seq(0L, 1L, 4L), o1.indices.toSeq)
+        checkEq("rowSparsePull: those rows" + tag, Seq[Float](0, 0, 1, 1.5f, 6, 6.5f), o1.data.toArray.toSeq)
+        checkEq("both outputs" + tag, o1.data.toArray.toSeq, o2.data.toArray.toSeq)
+        val after = NDArray.zeros(s62)
+        if (strKeys) kv.pull("w", after) else kv.pull(7, after)
+        checkEq("failed calls leave the stored value" + tag, dense.toArray.toSeq, after.toArray.toSeq)
+        checkEq("and the output" + tag, Seq(0L, 1L, 4L), o1.indices.toSeq)
+        kv.dispose()
+      }
+    }
+
     println(s"$passed passed, $failed failed")
     sys.exit(if (failed == 0) 0 else 1)
   }

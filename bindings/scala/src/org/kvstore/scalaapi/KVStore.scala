@@ -121,6 +121,31 @@ final class KVStore private (val java: JKVStore) extends AutoCloseable {
   def broadcast(keys: Array[String], values: Array[NDArray], outs: Array[NDArray]): Unit =
     java.broadcast(keys, js(values), keys, js(outs), 0)
 
+  /** Row-sparse pull: each output (a row_sparse array of the key's shape and dtype, e.g. from
+   *  `NDArray.rowSparseZeros`) then holds exactly the rows of the key's value named by its
+   *  row ids (a dense array of integral values, any order, repeats allowed), replacing what it
+   *  held. One `rowIds` array may serve every output. A failure changes no output. */
+  def rowSparsePull(key: Int, out: NDArray, rowIds: NDArray): Unit =
+    java.rowSparsePull(key, out.java, rowIds.java)
+  def rowSparsePull(key: Int, out: NDArray, rowIds: NDArray, priority: Int): Unit =
+    java.rowSparsePull(key, out.java, rowIds.java, priority)
+  def rowSparsePull(key: Int, outs: Array[NDArray], rowIds: NDArray): Unit =
+    java.rowSparsePull(key, js(outs), rowIds.java)
+  def rowSparsePull(keys: Array[Int], outs: Array[NDArray], rowIds: NDArray): Unit =
+    java.rowSparsePull(keys, js(outs), rowIds.java)
+  def rowSparsePull(keys: Array[Int], outs: Array[NDArray], rowIds: Array[NDArray]): Unit =
+    java.rowSparsePull(keys, js(outs), js(rowIds))
+  def rowSparsePull(key: String, out: NDArray, rowIds: NDArray): Unit =
+    java.rowSparsePull(key, out.java, rowIds.java)
+  def rowSparsePull(key: String, out: NDArray, rowIds: NDArray, priority: Int): Unit =
+    java.rowSparsePull(key, out.java, rowIds.java, priority)
+  def rowSparsePull(key: String, outs: Array[NDArray], rowIds: NDArray): Unit =
+    java.rowSparsePull(key, js(outs), rowIds.java)
+  def rowSparsePull(keys: Array[String], outs: Array[NDArray], rowIds: NDArray): Unit =
+    java.rowSparsePull(keys, js(outs), rowIds.java)
+  def rowSparsePull(keys: Array[String], outs: Array[NDArray], rowIds: Array[NDArray]): Unit =
+    java.rowSparsePull(keys, js(outs), js(rowIds))
+
   /** Sets the updater for int keys (`null` restores assign). */
   def setUpdater(updater: MXKVStoreUpdater): Unit =
     java.setUpdater(if (updater == null) null else new KVStore.IntBridge(updater))

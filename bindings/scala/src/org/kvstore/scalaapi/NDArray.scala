@@ -7,6 +7,12 @@ import org.kvstore.{NDArray => JNDArray}
  * An n-dimensional array (a facade over org.kvstore.NDArray). Arithmetic returns new arrays
  * (`a * 2`, `a + b`); `+=` and friends work in place. `dispose()` frees it now; an array that
  * is never disposed is freed once unreachable.
+ *
+ * Storage is dense, or row_sparse (`stype`; made by `NDArray.rowSparseArray`,
+ * `NDArray.rowSparseZeros` or `tostype("row_sparse")`): the ids of some rows and a dense block
+ * of those rows, every other row zero. `toArray` gives a row_sparse array's logical contents;
+ * arithmetic, `set`, rows and `copyTo` are dense operations and throw
+ * org.kvstore.KVNotSupportedException on it (cast with `toDense` first).
  */
 final class NDArray private[scalaapi] (val java: JNDArray) extends AutoCloseable {
   def shape: Shape = Shape.fromJava(java.shape)
@@ -78,6 +84,29 @@ final class NDArray private[scalaapi] (val java: JNDArray) extends AutoCloseable
 
   def waitToRead(): Unit = java.waitToRead()
 
+  // Row-sparse storage (see the class comment).
+
+  /** The storage type: "default" or "row_sparse" (the reference's stype names). */
+  def stype: String = java.stype.toString
+
+  def isRowSparse: Boolean = java.isRowSparse
+
+  /** A new array of storage type "default" or "row_sparse" with these contents (cast_storage:
+   *  dense to row_sparse keeps the rows that have a non-zero element). */
+  def tostype(stype: String): NDArray = new NDArray(java.tostype(stype))
+
+  /** A dense copy (zero rows where a row_sparse array stores nothing). */
+  def toDense: NDArray = new NDArray(java.toDense)
+
+  /** The number of stored rows of a row_sparse array. */
+  def numRows: Long = java.numRows
+
+  /** The stored row ids of a row_sparse array, increasing. */
+  def indices: Array[Long] = java.indices
+
+  /** The stored rows of a row_sparse array: a new dense array of shape (numRows, shape[1:]). */
+  def data: NDArray = new NDArray(java.data)
+
   def isDisposed: Boolean = java.isClosed
 
   /** Frees the native array now. */
@@ -105,6 +134,22 @@ object NDArray {
   /** A float32 array holding `data` (row-major). */
   def array(data: Array[Float], shape: Shape, ctx: Context = Context.defaultCtx): NDArray =
     new NDArray(JNDArray.create(data, shape.toJava, ctx.java))
+
+  /** A row_sparse array of logical shape `shape` whose row `indices(i)` is row i of the dense
+   *  `data` (ids in any order, no repeats; rows move with their ids); dtype and context are
+   *  data's. */
+  def rowSparseArray(data: NDArray, indices: Array[Long], shape: Shape): NDArray =
+    new NDArray(JNDArray.rowSparse(data.java, indices, shape.toJava))
+
+  /** A float32 row_sparse array of `indices.length` rows given row-major in `data`. */
+  def rowSparseArray(data: Array[Float], indices: Array[Long], shape: Shape,
+                     ctx: Context = Context.defaultCtx): NDArray =
+    new NDArray(JNDArray.rowSparse(data, indices, shape.toJava, ctx.java))
+
+  /** A row_sparse array with no stored rows: an output for `KVStore.rowSparsePull`. */
+  def rowSparseZeros(shape: Shape, ctx: Context = Context.defaultCtx,
+                     dtype: DType = DType.FLOAT32): NDArray =
+    new NDArray(JNDArray.rowSparseZeros(shape.toJava, dtype, ctx.java))
 
   /** Wraps a Java array (shares it). */
   def fromJava(a: JNDArray): NDArray = new NDArray(a)
