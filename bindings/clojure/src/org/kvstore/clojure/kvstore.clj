@@ -88,6 +88,34 @@
      (with-errors (with-key-array [k ks] (.pull kv k arrs (int priority))))
      kv)))
 
+(defn- row-ids-list
+  "One row-ids array per output: an NDArray (or integers) for every output, or a sequence of
+  arrays as long as outs."
+  [row-ids n]
+  (cond (instance? NDArray row-ids) (into-array NDArray (repeat n row-ids))
+        (and (sequential? row-ids) (seq row-ids) (every? integer? row-ids))
+        (let [ids (with-errors (NDArray/create (long-array row-ids)
+                                               (org.kvstore.Shape/of (long-array [(count row-ids)]))
+                                               (org.kvstore.Context/cpu)))]
+          (into-array NDArray (repeat n ids)))
+        :else (let [arrs (array-list row-ids)]
+                (cond (= 1 (count arrs)) (into-array NDArray (repeat n (first arrs)))
+                      (= n (count arrs)) arrs
+                      :else (fail (str n " outputs but " (count arrs) " row-ids arrays") {})))))
+
+(defn row-sparse-pull
+  "Pulls rows: each output (a row-sparse array of the key's shape and dtype, e.g. from
+  ndarray/row-sparse-zeros) then holds exactly the rows of its key's value named by row-ids,
+  replacing what it held. row-ids: a dense NDArray of integral values (any order, repeats
+  allowed) or a sequence of integers, serving every output, or one array per output. Keys and
+  outputs pair up as in pull. A failure changes no output. Returns kv."
+  ([kv ks outs row-ids] (row-sparse-pull kv ks outs row-ids 0))
+  ([^KVStore kv ks outs row-ids priority]
+   (let [[ks ^"[Lorg.kvstore.NDArray;" arrs] (pair-up ks outs)
+         ^"[Lorg.kvstore.NDArray;" ids (row-ids-list row-ids (count arrs))]
+     (with-errors (with-key-array [k ks] (.rowSparsePull kv k arrs ids (int priority))))
+     kv)))
+
 (defn push-pull
   "Pushes vs to ks, then pulls the merged values into outs, as one call."
   [^KVStore kv ks vs outs]

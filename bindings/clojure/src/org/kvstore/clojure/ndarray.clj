@@ -6,7 +6,7 @@
   (:refer-clojure :exclude [* + - / shape])
   (:require [org.kvstore.clojure.context :as context]
             [org.kvstore.clojure.errors :refer [with-errors fail]])
-  (:import (org.kvstore NDArray Shape DType Context Float16)))
+  (:import (org.kvstore NDArray Shape DType Context Float16 StorageType)))
 
 (def ^:private dtypes
   "Keyword -> DType, from Java's DType (whose names come from the library)."
@@ -111,7 +111,10 @@
       (.setRow a (long i) ^NDArray value)
       (.setRow a (long i) (double value)))))
 
-(defn copy [^NDArray a] (with-errors (.copy a)))
+(defn copy
+  "A copy on the same context, of the same storage type."
+  [^NDArray a]
+  (with-errors (.copy a)))
 
 (defn copy-to
   "Copies a into dst (an array) or onto a context; returns the destination."
@@ -155,3 +158,69 @@
 (def += add!)
 (def -= sub!)
 (def *= mul!)
+
+;; Row-sparse storage. A row-sparse array of shape [R d1 ... dk] stores the ids of some rows
+;; (increasing, in [0, R)) and a dense block of those rows, [n d1 ... dk]; every other row
+;; reads as zero. It lives in host memory. shape, dtype and size are the logical array's, and
+;; ->vec gives its logical contents. Arithmetic, fill!, set-values!, rows and copy-to are dense
+;; operations: on a row-sparse array they raise ex-info with :name "KV_ERR_NOT_SUPPORTED"
+;; (cast with ->dense first). Only kvstore/row-sparse-pull changes an array's row set.
+
+(defn- ->stype ^StorageType [t]
+  (cond (instance? StorageType t) t
+        (#{:row-sparse :row_sparse "row_sparse"} t) StorageType/ROW_SPARSE
+        (#{:default "default"} t) StorageType/DEFAULT
+        :else (fail (str "unknown storage type " (pr-str t) " (valid: :default, :row-sparse)") {:stype t})))
+
+(defn stype
+  "The storage type: :default or :row-sparse."
+  [^NDArray a]
+  (if (.isRowSparse a) :row-sparse :default))
+
+(defn row-sparse-array
+  "A row-sparse array of logical shape `shape` whose row (nth indices i) is row i of data, as
+  the reference's row_sparse_array((data, indices), shape): data is an NDArray of
+  [(count indices) d1 ... dk] or the numbers of those rows (row-major, float32); indices are
+  integers in any order (each row moves with its id), without repeats. opts: {:ctx context}
+  for numbers (an NDArray's own dtype and context are kept)."
+  ([data indices shape] (row-sparse-array data indices shape {}))
+  ([data indices shape opts]
+   (when-not (and (sequential? indices) (every? integer? indices))
+     (fail (str "indices must be a sequence of integers, got " (pr-str indices)) {:indices indices}))
+   (with-errors
+     (if (instance? NDArray data)
+       (NDArray/rowSparse ^NDArray data (long-array indices) (->shape shape))
+       (NDArray/rowSparse (float-array data) (long-array indices) (->shape shape) (opts->ctx opts))))))
+
+(defn row-sparse-zeros
+  "A row-sparse array with no stored rows (an output for kvstore/row-sparse-pull); opts as zeros."
+  ([shape] (row-sparse-zeros shape {}))
+  ([shape opts]
+   (with-errors (NDArray/rowSparseZeros (->shape shape) (->dtype (:dtype opts)) (opts->ctx opts)))))
+
+(defn tostype
+  "A new array of storage type t (:default or :row-sparse) with a's contents (cast_storage:
+  dense to row-sparse keeps the rows that have a non-zero element)."
+  [^NDArray a t]
+  (let [t (->stype t)]
+    (with-errors (.tostype a t))))
+
+(defn ->dense
+  "A dense copy (zero rows where a row-sparse array stores nothing)."
+  [^NDArray a]
+  (with-errors (.toDense a)))
+
+(defn num-rows
+  "The number of stored rows of a row-sparse array."
+  [^NDArray a]
+  (with-errors (.numRows a)))
+
+(defn indices
+  "The stored row ids of a row-sparse array, increasing, as a vector of longs."
+  [^NDArray a]
+  (with-errors (vec (.indices a))))
+
+(defn data
+  "The stored rows of a row-sparse array: a new dense array of shape [(num-rows a) d1 ... dk]."
+  [^NDArray a]
+  (with-errors (.data a)))

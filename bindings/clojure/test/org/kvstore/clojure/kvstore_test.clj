@@ -366,3 +366,51 @@
     (.delete file)
     (kvstore/dispose whole)
     (kvstore/dispose first-job)))
+
+(deftest row-sparse
+  (let [s62 [6 2]
+        table (ndarray/array (for [r (range 6) c (range 2)] (+ (* 10 r) c)) s62)
+        g (ndarray/row-sparse-array [4 4.5 1 1.5] [4 1] s62)]
+    (testing "round trip of data and ids"
+      (is (= :row-sparse (ndarray/stype g)))
+      (is (= :default (ndarray/stype table)))
+      (is (= [6 2] (ndarray/shape g)))
+      (is (= [1 4] (ndarray/indices g)) "ids sorted")
+      (is (= [1.0 1.5 4.0 4.5] (ndarray/->vec (ndarray/data g))) "rows move with their ids")
+      (is (= [0.0 0.0 1.0 1.5 0.0 0.0 0.0 0.0 4.0 4.5 0.0 0.0] (ndarray/->vec g)) "->vec: logical contents")
+      (is (= (ndarray/->vec g) (ndarray/->vec (ndarray/->dense g))))
+      (is (= [1] (ndarray/indices (ndarray/tostype (ndarray/array [0 0 0 2] [2 2]) :row-sparse)))
+          "dense to row-sparse keeps the non-zero rows")
+      (is (= "KV_ERR_INVALID_ARGUMENT"
+             (:name (ex-data (caught #(ndarray/row-sparse-array [1 1 2 2] [3 3] s62)))))
+          "a repeated id"))
+    (testing "dense-only operations raise NOT_SUPPORTED with the C code"
+      (let [e (caught #(ndarray/+ g 1))]
+        (is (= "KV_ERR_NOT_SUPPORTED" (:name (ex-data e))))
+        (is (= org.kvstore.KVNotSupportedException/CODE (:code (ex-data e)))))
+      (is (= "KV_ERR_NOT_SUPPORTED" (:name (ex-data (caught #(ndarray/row g 0)))))))
+    (doseq [k [7 "w"]]
+      (testing (str "key " (pr-str k))
+        (let [kv (kvstore/create "local")
+              h (ndarray/row-sparse-array (ndarray/array [1 1 2 2] [2 2]) [5 4] s62)
+              dense (ndarray/zeros s62)
+              o1 (ndarray/row-sparse-zeros s62)
+              o2 (ndarray/row-sparse-zeros s62)]
+          (kvstore/init kv k table)
+          (kvstore/push kv k [g h])
+          (kvstore/pull kv k dense)
+          (is (= [0.0 0.0 1.0 1.5 0.0 0.0 0.0 0.0 6.0 6.5 1.0 1.0] (ndarray/->vec dense))
+              "push sums by the union of rows")
+          (kvstore/row-sparse-pull kv k [o1 o2] [4 1 4 0])
+          (is (= [0 1 4] (ndarray/indices o1)) "unique sorted ids")
+          (is (= [0.0 0.0 1.0 1.5 6.0 6.5] (ndarray/->vec (ndarray/data o1))) "those rows")
+          (is (= (ndarray/->vec (ndarray/data o1)) (ndarray/->vec (ndarray/data o2))) "one row-ids for both")
+          (is (= "KV_ERR_SHAPE_MISMATCH"
+                 (:name (ex-data (caught #(kvstore/push kv k (ndarray/row-sparse-array [1 1] [0] [5 2])))))))
+          (is (= "KV_ERR_INVALID_ARGUMENT" (:name (ex-data (caught #(kvstore/row-sparse-pull kv k o1 [1 6])))))
+              "a row id out of range")
+          (let [after (ndarray/zeros s62)]
+            (kvstore/pull kv k after)
+            (is (= (ndarray/->vec dense) (ndarray/->vec after)) "failed calls leave the stored value"))
+          (is (= [0 1 4] (ndarray/indices o1)) "and the output")
+          (kvstore/dispose kv))))))
