@@ -9,6 +9,8 @@
 //                             test and sgd (momentum): every pulled bit equals a local
 //                             store's given the same calls (1 value: unchanged)
 //   async_several_values_match_local  the same on dist_async, one server
+//   device_sync_several_values_match_local  the same on dist_device_sync (values summed by
+//                             the device comm without the multi-precision rule before)
 //   sync_mixed_round_matches_local  W=2: worker 0 pushes 3 values (a float32 sum), worker 1
 //                             one (float16); the round adds them in float32 in rank order,
 //                             as a local store given the four values
@@ -153,6 +155,8 @@ void SyncSeveralValuesMatchLocal() { CheckOneWorkerJob("dist_sync", 2, 16, 37); 
 
 void AsyncSeveralValuesMatchLocal() { CheckOneWorkerJob("dist_async", 1, 1000000, 37); }
 
+void DeviceSyncSeveralValuesMatchLocal() { CheckOneWorkerJob("dist_device_sync", 2, 16, 37); }
+
 void SyncMixedRoundMatchesLocal() {
   constexpr size_t kN = 33;
   const Halves w0(kN, 0);
@@ -282,6 +286,7 @@ void Float32SumHeaderRules() {
 const Case kCases[] = {
     {"sync_several_values_match_local", SyncSeveralValuesMatchLocal},
     {"async_several_values_match_local", AsyncSeveralValuesMatchLocal},
+    {"device_sync_several_values_match_local", DeviceSyncSeveralValuesMatchLocal},
     {"sync_mixed_round_matches_local", SyncMixedRoundMatchesLocal},
     {"refused_without_multi_precision", RefusedWithoutMultiPrecision},
     {"round_after_optimizer_change", RoundAfterOptimizerChange},
