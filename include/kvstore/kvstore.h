@@ -448,8 +448,8 @@ KVSTORE_API int KVStoreSetOptimizer(KVStoreHandle store, const char* spec);
  * one. Keys never updated have no state and are not in the file. Pushes on other threads
  * wait while the state is copied. Errors: NULL_POINTER; NOT_SUPPORTED when the store has no
  * built-in optimizer (set by KVStoreSetOptimizer; a callback updater's state is the
- * caller's), and for the nccl store (not yet); INVALID_ARGUMENT when the file cannot be
- * written (the message names the path and the system's reason). A distributed worker first
+ * caller's); INVALID_ARGUMENT when the file cannot be written (the message names the path
+ * and the system's reason). A distributed worker first
  * waits for its own pending operations (as KVStoreWaitAll, reporting their failures), then
  * gathers every server's state; other workers' pushes of an unfinished sync round are not
  * in the file (save after a barrier); its errors include the distributed ones and

@@ -8,7 +8,8 @@
 //    one GPU with the fused kernel, CPU values copied onto the key's GPU), then the per-GPU
 //    partial sums are reduced with ncclReduce onto the GPU that holds the stored value. All
 //    keys of one call whose values span the same GPUs are launched in one NCCL group. The
-//    inner store then receives exactly one value per key and merges it (assign or updater).
+//    inner store then receives one value per key and merges it (assign or updater); float16
+//    keys under a multi-precision updater are the exception (see below).
 //  - pull: the inner store copies the stored value into one output per key (on the stored
 //    value's GPU when there is one), and ncclBroadcast fans it out to the outputs on the
 //    other GPUs, again grouped per set of GPUs; outputs on the CPU or a second output on one
@@ -24,7 +25,12 @@
 // that its error (unknown key, key kind) is the one reported.
 //
 // NCCL sums float16 in float16 (the CPU and CUDA kernels accumulate in float32), so float16
-// results of more than two values can differ from the `local` store in the last bit.
+// results of more than two values can differ from the `local` store in the last bit. Under
+// an updater that receives float16 keys in float32 (multi_precision), the values of such keys
+// go to the inner store unsummed instead, which converts each and sums them in float32 in
+// push order, as the `local` store does (SumsInner).
+//
+// Optimizer states: the inner store holds the optimizer, so save and load are its own.
 #include <algorithm>
 #include <atomic>
 #include <map>
@@ -38,6 +44,7 @@
 #include <vector>
 
 #include "comm/comm.h"
+#include "comm/nccl/collectives.h"
 #include "comm/nccl/nccl_lib.h"
 #include "core/array.h"
 #include "core/cuda/cuda_kernels.h"
@@ -77,6 +84,30 @@ std::vector<Group> GroupKeys(const KeyList& keys) {
   }
   return groups;
 }
+
+// What the inner store is pushed: per group its sum (one entry), or for a group without a
+// sum (the inner store sums it, see NcclStore::SumsInner) every value of the group in call
+// order. Borrows the strings of `keys`.
+struct InnerPush {
+  std::vector<int> ints;
+  std::vector<const char*> strs;
+  std::vector<const Array*> vals;
+  KeyList list;
+  InnerPush(const KeyList& keys, const std::vector<Group>& groups,
+            const std::vector<const Array*>& sums, const Array* const* values) {
+    for (size_t g = 0; g < groups.size(); ++g) {
+      for (int i : groups[g].idx) {
+        if (keys.kind == KeyKind::kStr) strs.push_back(keys.strs[i]);
+        else ints.push_back(keys.ints[i]);
+        vals.push_back(sums[g] != nullptr ? sums[g] : values[i]);
+        if (sums[g] != nullptr) break;
+      }
+    }
+    const int n = static_cast<int>(vals.size());
+    list = keys.kind == KeyKind::kStr ? KeyList::Strs(n, strs.data()) : KeyList::Ints(n, ints.data());
+    list.kind = keys.kind;
+  }
+};
 
 // A key list of one entry per group, borrowing the strings of `keys`.
 struct DistinctKeys {
@@ -136,87 +167,6 @@ class ScratchPool {
   std::mutex mu_;
   std::map<Key, std::vector<std::unique_ptr<Array>>> free_;
 };
-
-// One collective of a call: per rank of `devs` a buffer (send for reduce and all-reduce,
-// receive for broadcast), the root rank and the element count.
-struct Collective {
-  std::vector<int> devs;  // sorted GPU ids: the clique
-  std::vector<void*> bufs;
-  void* root_out = nullptr;  // reduce: where the root receives the sum
-  int root = 0;
-  size_t count = 0;
-  int dtype = 0;
-  bool broadcast = false;
-  std::vector<void*> recv;  // all-reduce only: per rank, where the sum lands
-};
-
-constexpr size_t kMaxGroupCalls = 1024;
-
-// Launches the collectives, one NCCL group per clique, then waits for them.
-void RunCollectives(nccl::CliqueCache& cliques, std::vector<Collective>& ops) {
-  if (ops.empty()) return;
-  const nccl::Api& api = nccl::Lib();
-  std::stable_sort(ops.begin(), ops.end(),
-                   [](const Collective& a, const Collective& b) { return a.devs < b.devs; });
-  std::lock_guard<std::mutex> lock(cuda::DeviceSyncMutex());  // until the streams are idle
-  std::vector<int> touched;
-  // On failure, wait for the groups already launched: they may still write caller arrays.
-  struct DrainOnError {
-    std::vector<int>* devs;
-    bool armed = true;
-    ~DrainOnError() {
-      if (!armed) return;
-      for (int d : *devs) {
-        int previous = -1;
-        (void)cudaGetDevice(&previous);
-        (void)cudaSetDevice(d);
-        (void)cudaDeviceSynchronize();
-        if (previous >= 0) (void)cudaSetDevice(previous);
-      }
-      (void)cudaGetLastError();
-    }
-  } drain{&touched};
-  for (size_t begin = 0; begin < ops.size();) {
-    // One group per clique, and at most kMaxGroupCalls NCCL calls per group (older NCCL
-    // versions reject more than 2048).
-    const size_t per_group = std::max<size_t>(1, kMaxGroupCalls / ops[begin].devs.size());
-    size_t end = begin;
-    while (end < ops.size() && end - begin < per_group && ops[end].devs == ops[begin].devs) ++end;
-    const nccl::Clique& clique = cliques.Get(ops[begin].devs);
-    touched.insert(touched.end(), clique.devs.begin(), clique.devs.end());
-    std::vector<cudaStream_t> streams;
-    for (int d : clique.devs) streams.push_back(cuda::Stream(d));
-    nccl::Check(api.GroupStart(), "ncclGroupStart");
-    ncclResult_t launched = ncclSuccess;
-    for (size_t o = begin; o < end && launched == ncclSuccess; ++o) {
-      const Collective& op = ops[o];
-      const ncclDataType_t type = nccl::DataType(op.dtype);
-      for (size_t r = 0; r < clique.devs.size() && launched == ncclSuccess; ++r) {
-        const int rank = static_cast<int>(r);
-        if (op.broadcast) {
-          launched = api.Broadcast(op.bufs[r], op.bufs[r], op.count, type, op.root,
-                                   clique.comms[r], streams[r]);
-        } else if (!op.recv.empty()) {
-          launched = api.AllReduce(op.bufs[r], op.recv[r], op.count, type, ncclSum,
-                                   clique.comms[r], streams[r]);
-        } else {
-          launched = api.Reduce(op.bufs[r], rank == op.root ? op.root_out : nullptr, op.count,
-                                type, ncclSum, op.root, clique.comms[r], streams[r]);
-        }
-      }
-    }
-    const ncclResult_t ended = api.GroupEnd();
-    nccl::Check(launched, ops[begin].broadcast        ? "ncclBroadcast"
-                          : !ops[begin].recv.empty() ? "ncclAllReduce"
-                                                     : "ncclReduce");
-    nccl::Check(ended, "ncclGroupEnd");
-    begin = end;
-  }
-  std::sort(touched.begin(), touched.end());
-  touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
-  drain.armed = false;
-  for (int d : touched) cuda::SyncStream(d);
-}
 
 class NcclStore final : public Store {
  public:
@@ -278,9 +228,9 @@ class NcclStore final : public Store {
     if (!LookupAll(groups, &metas)) return inner_->Push(keys, vals, priority);
     CheckValues(groups, metas, vals, "push to key ");
     std::vector<ScratchPool::Lease> leases;
-    std::vector<const Array*> sums = ReduceGroups(groups, metas, vals, &leases);
-    DistinctKeys distinct(keys, groups);
-    inner_->Push(distinct.list, sums.data(), priority);
+    std::vector<const Array*> sums = ReduceGroups(groups, metas, vals, SumsInner(keys.kind, metas), &leases);
+    InnerPush inner(keys, groups, sums, vals);
+    inner_->Push(inner.list, inner.vals.data(), priority);
   }
 
   void Pull(const KeyList& keys, Array* const* outs, int priority) override {
@@ -318,28 +268,59 @@ class NcclStore final : public Store {
       return;
     }
     std::vector<ScratchPool::Lease> leases;
-    std::vector<const Array*> sums = ReduceGroups(vgroups, vmetas, vals, &leases);
+    std::vector<const Array*> sums =
+        ReduceGroups(vgroups, vmetas, vals, SumsInner(vkeys.kind, vmetas), &leases);
     std::vector<Array*> primaries = Primaries(ogroups, ometas, outs);
-    DistinctKeys vdistinct(vkeys, vgroups), odistinct(okeys, ogroups);
-    inner_->PushPull(vdistinct.list, sums.data(), odistinct.list, primaries.data(), priority);
+    InnerPush vinner(vkeys, vgroups, sums, vals);
+    DistinctKeys odistinct(okeys, ogroups);
+    inner_->PushPull(vinner.list, vinner.vals.data(), odistinct.list, primaries.data(), priority);
     Distribute(ogroups, outs, primaries);
   }
 
   void SetUpdater(std::shared_ptr<Updater> updater) override {
     const bool set = updater != nullptr;
+    const bool f32 = set && updater->RecvDType(KV_FLOAT16) == KV_FLOAT32;
     inner_->SetUpdater(std::move(updater));
     has_updater_ = set;
+    f32_sums_ = f32;
   }
   void SetStrUpdater(std::shared_ptr<Updater> updater) override {
     const bool set = updater != nullptr;
+    const bool f32 = set && updater->RecvDType(KV_FLOAT16) == KV_FLOAT32;
     inner_->SetStrUpdater(std::move(updater));
     has_str_updater_ = set;
+    str_f32_sums_ = f32;
+  }
+
+  // The built-in optimizer and its state live in the inner store (the state in host memory,
+  // whatever GPU holds a weight), so saving and loading are the local store's, with its
+  // checks and its file (docs/OPTIMIZER-STATES.md).
+  void SaveOptimizerStates(const std::string& path) override {
+    CheckNotInUpdater();
+    inner_->SaveOptimizerStates(path);
+  }
+  void LoadOptimizerStates(const std::string& path) override {
+    CheckNotInUpdater();
+    inner_->LoadOptimizerStates(path);
   }
 
  private:
   // Whether pushes of this key kind run an updater (string keys fall back to the int one).
   bool HasUpdater(KeyKind kind) const {
     return has_updater_ || (kind == KeyKind::kStr && has_str_updater_);
+  }
+
+  // Per group, whether the inner store sums the values itself instead of NCCL: float16 keys
+  // whose updater receives float32 (Updater::RecvDType: multi_precision), which must get
+  // each value converted and the float32 sum in push order (optimizer/recv_sum.h), never a
+  // float16 sum, nor a float32 sum in NCCL's order. The inner store forms it on the host,
+  // where the updater runs anyway. (An updater set concurrently with the push may see
+  // either rule; the inner store's sum is right under both.)
+  std::vector<bool> SumsInner(KeyKind kind, const std::vector<KeyMeta>& metas) const {
+    const bool f32 = (kind == KeyKind::kStr && has_str_updater_) ? str_f32_sums_.load() : f32_sums_.load();
+    std::vector<bool> inner(metas.size());
+    for (size_t g = 0; g < metas.size(); ++g) inner[g] = f32 && metas[g].dtype == KV_FLOAT16;
+    return inner;
   }
 
   // PushPull without an updater where every key has one value and one output on each GPU
@@ -365,7 +346,7 @@ class NcclStore final : public Store {
         if ((it != value_key.end() && it->second != g) || !written.insert(p).second) return false;
       }
     }
-    std::vector<Collective> ops;
+    std::vector<nccl::Collective> ops;
     std::vector<const Array*> roots;
     for (size_t g = 0; g < vgroups.size(); ++g) {
       const KeyMeta& m = vmetas[g];
@@ -389,7 +370,7 @@ class NcclStore final : public Store {
       auto root = per_dev.find(m.dev);
       if (root == per_dev.end()) return false;
       roots.push_back(root->second.second);
-      Collective op;
+      nccl::Collective op;
       for (auto& [dev, pair] : per_dev) {
         op.devs.push_back(dev);
         op.bufs.push_back(const_cast<void*>(pair.first->data()));
@@ -399,7 +380,7 @@ class NcclStore final : public Store {
       op.dtype = m.dtype;
       if (op.count > 0) ops.push_back(std::move(op));
     }
-    RunCollectives(cliques_, ops);
+    nccl::RunCollectives(cliques_, ops);
     DistinctKeys distinct(vkeys, vgroups);
     inner_->Push(distinct.list, roots.data(), priority);
     return true;
@@ -432,16 +413,18 @@ class NcclStore final : public Store {
     }
   }
 
-  // One array per group holding the sum of the group's values, on a GPU.
+  // One array per group holding the sum of the group's values, on a GPU; nullptr for the
+  // groups the inner store sums (`sums_inner`).
   std::vector<const Array*> ReduceGroups(const std::vector<Group>& groups,
                                          const std::vector<KeyMeta>& metas,
                                          const Array* const* vals,
+                                         const std::vector<bool>& sums_inner,
                                          std::vector<ScratchPool::Lease>* leases) {
     std::vector<const Array*> sums(groups.size(), nullptr);
-    std::vector<Collective> ops;
-    std::vector<size_t> op_group;
+    std::vector<nccl::Collective> ops;
     for (size_t g = 0; g < groups.size(); ++g) {
       const KeyMeta& m = metas[g];
+      if (sums_inner[g]) continue;
       if (groups[g].idx.size() == 1) {
         sums[g] = vals[groups[g].idx[0]];
         continue;
@@ -487,7 +470,7 @@ class NcclStore final : public Store {
       const int root = root_it != devs.end() ? static_cast<int>(root_it - devs.begin()) : 0;
       leases->push_back(scratch_.Get(m.shape, m.dtype, devs[root]));
       Array* out = leases->back().get();
-      Collective op;
+      nccl::Collective op;
       op.devs = devs;
       for (const Array* p : partial) op.bufs.push_back(const_cast<void*>(p->data()));
       op.root_out = out->data();
@@ -497,7 +480,7 @@ class NcclStore final : public Store {
       if (op.count > 0) ops.push_back(std::move(op));
       sums[g] = out;
     }
-    RunCollectives(cliques_, ops);
+    nccl::RunCollectives(cliques_, ops);
     return sums;
   }
 
@@ -526,7 +509,7 @@ class NcclStore final : public Store {
   // per group to the first output on every other GPU, then plain copies for the rest.
   void Distribute(const std::vector<Group>& groups, Array* const* outs,
                          const std::vector<Array*>& primaries) {
-    std::vector<Collective> ops;
+    std::vector<nccl::Collective> ops;
     std::vector<std::pair<Array*, const Array*>> copies;  // (dst, src) after the broadcasts
     for (size_t g = 0; g < groups.size(); ++g) {
       Array* prim = primaries[g];
@@ -545,7 +528,7 @@ class NcclStore final : public Store {
         }
       }
       if (first_on.size() > 1 && prim->size() > 0) {
-        Collective op;
+        nccl::Collective op;
         op.broadcast = true;
         for (auto& [dev, out] : first_on) {
           if (out == prim) op.root = static_cast<int>(op.devs.size());
@@ -557,7 +540,7 @@ class NcclStore final : public Store {
         ops.push_back(std::move(op));
       }
     }
-    RunCollectives(cliques_, ops);
+    nccl::RunCollectives(cliques_, ops);
     for (auto& [dst, src] : copies) CopyArray(dst, *src);
   }
 
@@ -570,6 +553,8 @@ class NcclStore final : public Store {
 
   std::atomic<bool> has_updater_{false};
   std::atomic<bool> has_str_updater_{false};
+  std::atomic<bool> f32_sums_{false};      // the updater receives float16 keys in float32
+  std::atomic<bool> str_f32_sums_{false};  // the same for the string-key updater
 
   mutable std::shared_mutex meta_mu_;
   std::unordered_map<std::string, KeyMeta> meta_;
