@@ -116,6 +116,37 @@ is($KVStore::Raw::CALLBACK_ERROR, "nope\n", 'and the exception is kept for the c
 is(KVStore::Raw::KVStoreSetUpdater($s, undef), 0, 'undef clears it');
 is(KVStore::Raw::KVStorePush($s, [2], [$h], 0), 0, 'assign again');
 
+# Row-sparse: int64 id lists in and out, the stype and row count out-parameters, and the
+# count-checking shim of KVStoreRowSparsePull.
+my ($rr, $rsp) = KVStore::Raw::KVArrayCreateRowSparse([4, 3], 0, 1, 0, [0, 2]);
+is($rr, 0, 'KVArrayCreateRowSparse from an id list');
+is_deeply([KVStore::Raw::KVArrayGetStorageType($rsp)], [0, $KVStore::Raw::KV_STYPE_ROW_SPARSE],
+  'stype out-parameter');
+is_deeply([KVStore::Raw::KVArrayGetNumRows($rsp)], [0, 2], 'num_rows out-parameter');
+is_deeply([KVStore::Raw::KVArrayGetRowIds($rsp)], [0, [0, 2]], 'row ids as an array ref');
+is((KVStore::Raw::KVArrayGetRowIds($h))[0], $KVStore::Raw::KV_ERR_INVALID_ARGUMENT,
+  'row ids of a dense array: the library\'s INVALID_ARGUMENT');
+my ($re, $empty) = KVStore::Raw::KVArrayCreateRowSparse([4, 3], 0, 1, 0, []);
+is_deeply([$re, KVStore::Raw::KVArrayGetRowIds($empty)], [0, 0, []], 'no ids');
+is((KVStore::Raw::KVArrayCreateRowSparse([4, 3], 0, 1, 0, [2, 0]))[0],
+   $KVStore::Raw::KV_ERR_INVALID_ARGUMENT, 'ids out of order: the library refuses');
+eval { KVStore::Raw::KVArrayCreateRowSparse([4, 3], 0, 1, 0, [0, 'x']) };
+like($@, qr/KVArrayCreateRowSparse: row_ids\[1\] is not an integer/, 'croaks: a bad id');
+eval { KVStore::Raw::KVArrayCreateRowSparse([4, 3], 0, 1, 0, 2) };
+like($@, qr/KVArrayCreateRowSparse: row_ids must be an array reference/, 'croaks: ids not a list');
+my ($rs2, $s2) = KVStore::Raw::KVStoreCreate('local');
+my (undef, $w) = KVStore::Raw::KVArrayCreate([4, 3], 0, 1, 0);
+KVStore::Raw::KVStoreInit($s2, [1], [$w]);
+my (undef, $ids) = KVStore::Raw::KVArrayCreate([1], 0, 1, 0);
+is(KVStore::Raw::KVStoreRowSparsePull($s2, [1], [$rsp], [$ids], 0), 0, 'KVStoreRowSparsePull');
+is_deeply([KVStore::Raw::KVArrayGetRowIds($rsp)], [0, [0]], 'the output holds row 0');
+eval { KVStore::Raw::KVStoreRowSparsePull($s2, [1], [$rsp], [$ids, $ids], 0) };
+like($@, qr/KVStoreRowSparsePull: row_ids has 2 elements but keys has 1/, 'croaks: row_ids count');
+eval { KVStore::Raw::KVStoreRowSparsePullStr($s2, ['a'], [], [$ids], 0) };
+like($@, qr/KVStoreRowSparsePullStr: outs has 0 elements but keys has 1/, 'croaks: outs count');
+KVStore::Raw::KVStoreFree($s2);
+KVStore::Raw::KVArrayFree($_) for $w, $ids, $rsp, $empty;
+
 # float16 helpers.
 is_deeply([unpack 'S*', KVStore::Raw::kvperl_float_to_half(pack 'f*', 1, -2, 0.5, 65504)],
   [0x3c00, 0xc000, 0x3800, 0x7bff], 'float -> half bit patterns');

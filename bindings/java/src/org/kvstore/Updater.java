@@ -9,7 +9,9 @@ package org.kvstore;
  * free anything, and they have no zero-copy view ({@code asByteBuffer()} throws). An exception
  * thrown here fails the push (the stored value is unchanged) and is rethrown, unchanged, to the
  * caller of push. It must not call data functions of the same store, and closing that store
- * from here throws {@link KVBusyException} (the push is still running).
+ * from here throws {@link KVBusyException} (the push is still running). After row_sparse
+ * pushes {@code recv} is row_sparse ({@link NDArray#isRowSparse()}): merge
+ * {@code recv.toDense()}, or its {@code indices()} and {@code data()}.
  */
 @FunctionalInterface
 public interface Updater {

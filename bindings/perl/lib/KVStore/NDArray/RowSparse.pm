@@ -120,12 +120,21 @@ sub row_sparse_array {
   my $shape = delete $o{shape};
   return _from_rows($arg->[0], $arg->[1], $shape, %o) if _is_rows_and_ids($arg);
   return $arg->copy if blessed $arg && $arg->isa('KVStore::NDArray::RowSparse');
-  my $dense = blessed $arg && $arg->isa('KVStore::NDArray') && !%o
-    ? $arg : KVStore::NDArray->array($arg, %o);
+  my $dense = _dense_arg($arg, %o);
   KVStore::Error->invalid('row_sparse_array: shape ' . KVStore::NDArray::_show($shape)
       . ' differs from the dense source\'s ' . KVStore::NDArray::_show($dense->shape))
     if defined $shape && join(',', @$shape) ne join(',', @{ $dense->shape });
   return $dense->tostype('row_sparse');
+}
+
+# A dense NDArray from an NDArray (converted to the dtype and context asked for) or from what
+# KVStore::NDArray->array takes.
+sub _dense_arg {
+  my ($data, %o) = @_;
+  return KVStore::NDArray->array($data, %o) unless blessed $data && $data->isa('KVStore::NDArray');
+  $data = $data->astype($o{dtype}) if defined $o{dtype} && $o{dtype} ne $data->dtype;
+  $data = $data->as_in_context($o{ctx}) if defined $o{ctx};
+  return $data;
 }
 
 # [$data, $indices]: data an NDArray, a PDL or lists of rows (of at least two dims: 1-d data
@@ -150,13 +159,7 @@ sub _from_rows {
         . KVStore::NDArray::_show($id))
       unless defined $id && !ref $id && $id =~ /\A-?[0-9]+(?:\.0*)?\z/;
   }
-  my $rows = $data;
-  if (blessed $data && $data->isa('KVStore::NDArray')) {
-    $rows = $rows->astype($o{dtype}) if defined $o{dtype} && $o{dtype} ne $rows->dtype;
-    $rows = $rows->as_in_context($o{ctx}) if defined $o{ctx};
-  } else {
-    $rows = KVStore::NDArray->array($data, %o);
-  }
+  my $rows = _dense_arg($data, %o);
   my $rshape = $rows->shape;
   KVStore::Error->invalid('row_sparse_array: data of shape ' . KVStore::NDArray::_show($rshape)
       . ' does not hold one row per index (' . scalar(@ids) . ' indices)')

@@ -808,6 +808,11 @@ public final class ConformanceTest {
             () -> { if (strKeys) kv.rowSparsePull("w", o1, far); else kv.rowSparsePull(7, o1, far); });
         expectThrows("a dense output" + tag, KVInvalidArgumentException.class,
             () -> { if (strKeys) kv.rowSparsePull("w", dense, ids); else kv.rowSparsePull(7, dense, ids); });
+        checkMessage("lists of other lengths (the count-checking shim)",
+            expectThrows("lists of other lengths" + tag, KVInvalidArgumentException.class,
+                () -> KVStoreLib.KVStoreRowSparsePull(kv.handle(), new int[] {7, 7},
+                    new ArrayHandle[] {o1.handle(), o2.handle()}, new ArrayHandle[] {ids.handle()}, 0)),
+            "row_ids has 1 elements but keys has 2");
         NDArray after = NDArray.zeros(s62);
         if (strKeys) kv.pull("w", after); else kv.pull(7, after);
         check("failed calls leave the stored value" + tag, Arrays.equals(dense.toFloatArray(), after.toFloatArray()));
