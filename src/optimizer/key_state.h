@@ -68,7 +68,8 @@ struct KeyState final : UpdateTxn::Staged {
   std::vector<double> d[2][kMaxStateArrays];
   // A lazy update's staging: the row ids, the elements per row, and for each state array
   // in use (slots, then the master) a block of rows.size() * row_len elements, row j of the
-  // block being row rows[j] of the array.
+  // block being row rows[j] of the array. The blocks keep their capacity between updates
+  // (as much as the key's largest lazy update staged), so steady training allocates none.
   std::vector<int64_t> rows;
   int64_t row_len = 0;
   int row_arrays = 0;  // the state arrays staged in rf/rd (slots, then the master)
