@@ -252,7 +252,8 @@ void RoundAfterOptimizerChange() {
     }
     std::unique_ptr<Array> out = HalfArray({0});
     PullKey(s, 0, out.get());
-    if (rank == 0) pulled = HalfValues(*out);
+    const Halves mine = HalfValues(*out);  // every worker waits for its pull
+    if (rank == 0) pulled = mine;
   });
   const JobResult& res = job.Finish();
   CHECK_JOB_OK(res);
