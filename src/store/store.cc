@@ -42,13 +42,13 @@ void KVStore_::SetOptimizer(const std::string& spec) { SetUpdater(kvstore::Creat
 void KVStore_::SaveOptimizerStates(const std::string&) {
   KV_FAIL(KV_ERR_NOT_SUPPORTED,
           "save_optimizer_states: store type \"%s\" cannot save optimizer states (the local, "
-          "device and distributed stores can)", type().c_str());
+          "device, nccl and distributed stores can)", type().c_str());
 }
 
 void KVStore_::LoadOptimizerStates(const std::string&) {
   KV_FAIL(KV_ERR_NOT_SUPPORTED,
           "load_optimizer_states: store type \"%s\" cannot load optimizer states (the local, "
-          "device and distributed stores can)", type().c_str());
+          "device, nccl and distributed stores can)", type().c_str());
 }
 
 void KVStore_::RowSparsePull(const KeyList&, Array* const*, const Array* const*, int) {
