@@ -317,8 +317,9 @@ class KVStore(object):
 
     # -- data -------------------------------------------------------------------------------
     def _note_array_class(self, batch):
+        from .sparse import RowSparseNDArray
         for a in batch.arrays:
-            if isinstance(a, NDArray):
+            if isinstance(a, NDArray) and not isinstance(a, RowSparseNDArray):
                 self._array_box[0] = type(a)
                 break
 
@@ -364,6 +365,30 @@ class KVStore(object):
         self._note_array_class(v)
         self._note_pending_outputs(o)
         o.finish()
+
+    def row_sparse_pull(self, key, out=None, priority=0, row_ids=None):
+        """Pulls rows of key(s) into row-sparse output(s), as the reference's
+        ``row_sparse_pull``: each output (a RowSparseNDArray of the key's shape and dtype)
+        then holds exactly the rows named by its row_ids (a dense NDArray or numpy array of
+        integral values, any order, repeats allowed), replacing what it held. ``out`` and
+        ``row_ids`` have the shapes of ``pull``'s ``out``: one per key, or a list per key
+        for several outputs; one row_ids (or a list of one) serves every output."""
+        if row_ids is None:
+            raise TypeError("row_sparse_pull: row_ids is required")
+        o = _flatten(key, out, "row_sparse_pull", output=True)
+        if isinstance(row_ids, (list, tuple)) and len(row_ids) == 1 and (
+                not isinstance(key, (list, tuple)) or len(key) == 1):
+            row_ids = row_ids[0]
+        if isinstance(row_ids, (list, tuple)):
+            r = _flatten(key, row_ids, "row_sparse_pull row_ids")
+            if r.num != o.num:
+                raise ValueError("row_sparse_pull: %d outputs but %d row_ids" % (o.num, r.num))
+        else:
+            rid = _as_input(row_ids, "row_sparse_pull row_ids")
+            r = _Batch(o.keys, [rid] * o.num, o.kind)
+        fn = LIB.KVStoreRowSparsePullStr if o.kind == "str" else LIB.KVStoreRowSparsePull
+        self._call(fn, o.num, o.c_keys, o.c_arrays, r.c_arrays, int(priority))
+        self._note_pending_outputs(o)
 
     # -- updaters ---------------------------------------------------------------------------
     def _register(self, setter, ctype, fn, str_keys):

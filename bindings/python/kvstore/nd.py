@@ -9,6 +9,7 @@
 from .ndarray import NDArray, array, empty, full, ones, zeros  # noqa: F401
 from .context import Context, cpu, gpu  # noqa: F401
 from .kv import waitall  # noqa: F401
+from . import sparse  # noqa: F401  (nd.sparse.row_sparse_array, RowSparseNDArray)
 
 __all__ = ["NDArray", "array", "empty", "full", "ones", "zeros", "Context", "cpu", "gpu",
-           "waitall"]
+           "waitall", "sparse"]

@@ -162,7 +162,11 @@ class NDArray(object):
     # -- handle management ------------------------------------------------------------------
     @classmethod
     def _borrow(cls, handle):
-        """A non-owning array over a handle lent by the library for one callback."""
+        """A non-owning array over a handle lent by the library for one callback (a
+        RowSparseNDArray when the handle is row_sparse)."""
+        from .sparse import RowSparseNDArray, stype_of
+        if stype_of(handle) == "row_sparse":
+            cls = RowSparseNDArray
         obj = cls.__new__(cls)
         obj._h = _Handle(handle, False)
         obj._meta = None
@@ -251,6 +255,17 @@ class NDArray(object):
     @property
     def ndim(self):
         return len(self.shape)
+
+    @property
+    def stype(self):
+        """The storage type: 'default' (dense; 'row_sparse' for a RowSparseNDArray)."""
+        return "default"
+
+    def tostype(self, stype):
+        """A new array of storage type 'default' (a copy) or 'row_sparse' (the rows that
+        have a non-zero element; see kvstore.nd.sparse)."""
+        from .sparse import cast_storage
+        return cast_storage(self, stype)
 
     @property
     def size(self):
