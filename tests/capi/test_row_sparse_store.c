@@ -245,6 +245,50 @@ static void test_updaters(const char* type) {
   check_set_context("%s", "");
 }
 
+/* sgd's lazy update (the default) changes only the pushed rows; lazy_update=0 applies the
+ * sum dense, so weight decay also shrinks the rows nobody pushed. */
+static void test_lazy_update(const char* type) {
+  check_set_context("%s", type);
+  const float twos[ROWS] = {2, 2, 2, 2, 2, 2};
+  KVArrayHandle init = dense(twos);
+  const int64_t ids[2] = {1, 4};
+  const float g[2] = {1, 3};
+  KVArrayHandle grad = rsp(ids, 2, g);
+  const char* specs[2] = {"sgd(learning_rate=0.5,wd=0.1)", "sgd(learning_rate=0.5,wd=0.1,lazy_update=0)"};
+  float got[2][ROWS * COLS];
+  for (int s = 0; s < 2; ++s) {
+    KVStoreHandle kv = NULL;
+    REQUIRE_OK(KVStoreCreate(type, &kv));
+    int key = 9;
+    CHECK_OK(KVStoreInit(kv, 1, &key, &init));
+    CHECK_OK(KVStoreSetOptimizer(kv, specs[s]));
+    CHECK_OK(KVStorePush(kv, 1, &key, &grad, 0));
+    KVArrayHandle out = NULL;
+    REQUIRE_OK(KVArrayCreate(kShape, 2, KV_FLOAT32, KV_CPU, 0, &out));
+    CHECK_OK(KVStorePull(kv, 1, &key, &out, 0));
+    KVArrayCopyToHost(out, got[s], sizeof got[s]);
+    KVArrayFree(out);
+    KVStoreFree(kv);
+  }
+  /* pushed rows: the same in both; row 1 = 2 - 0.5 * (1 + 0.1 * 2) = 1.4 */
+  for (int r = 0; r < ROWS; ++r) {
+    const int pushed = r == 1 || r == 4;
+    for (int c = 0; c < COLS; ++c) {
+      const float lazy = got[0][r * COLS + c], dense_rule = got[1][r * COLS + c];
+      const float w0 = c == 0 ? 2 : 2.5f;
+      if (pushed) {
+        CHECK_MSG(lazy == dense_rule, "row %d col %d: lazy %g, dense %g", r, c, lazy, dense_rule);
+      } else {
+        CHECK_MSG(lazy == w0 && dense_rule < w0, "row %d col %d: lazy %g (want %g), dense %g", r, c, lazy, w0,
+                  dense_rule);
+      }
+    }
+  }
+  CHECK(fabsf(got[0][2] - 1.4f) < 1e-6f);
+  KVArrayFree(init), KVArrayFree(grad);
+  check_set_context("%s", "");
+}
+
 static void test_row_sparse_pull(const char* type) {
   check_set_context("%s", type);
   KVStoreHandle kv = NULL;
@@ -386,6 +430,7 @@ int main(void) {
   for (int s = 0; s < 2; ++s) {
     test_init_and_assign(kStores[s]);
     test_updaters(kStores[s]);
+    test_lazy_update(kStores[s]);
     test_row_sparse_pull(kStores[s]);
   }
   test_errors_change_nothing();
