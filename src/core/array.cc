@@ -102,6 +102,21 @@ std::unique_ptr<KVArray_> KVArray_::Create(const Shape& shape, int dtype, Contex
   array->size_ = size;
   array->nbytes_ = static_cast<size_t>(size) * kvstore::DTypeSize(dtype);
   array->storage_ = Allocate(ctx, array->nbytes_);
+  array->storage_bytes_ = array->nbytes_;
+  array->data_ = array->storage_.get();
+  return array;
+}
+
+std::unique_ptr<KVArray_> KVArray_::CreateView(const Shape& shape, int dtype, std::shared_ptr<void> storage) {
+  const Context host{};
+  const int64_t size = CheckedSize(shape, dtype, host);
+  std::unique_ptr<KVArray_> array(new KVArray_(shape, dtype, host));
+  array->size_ = size;
+  array->nbytes_ = static_cast<size_t>(size) * kvstore::DTypeSize(dtype);
+  KV_CHECK(array->nbytes_ == 0 || storage != nullptr, KV_ERR_INTERNAL, "a view of %s has no storage",
+           array->Describe().c_str());
+  array->storage_ = array->nbytes_ > 0 ? std::move(storage) : nullptr;
+  array->storage_bytes_ = array->nbytes_;
   array->data_ = array->storage_.get();
   return array;
 }
@@ -118,7 +133,7 @@ std::unique_ptr<KVArray_> KVArray_::CreateRowSparse(const Shape& shape, int dtyp
   // The block is at most the logical array, whose byte size CheckedSize bounded.
   const size_t nbytes = static_cast<size_t>(static_cast<int64_t>(row_ids.size()) * array->row_len()) *
                         kvstore::DTypeSize(dtype);
-  array->ReplaceRows(std::move(row_ids), Allocate(ctx, nbytes));
+  array->ReplaceRows(std::move(row_ids), Allocate(ctx, nbytes), nbytes);
   return array;
 }
 
@@ -129,13 +144,18 @@ int64_t KVArray_::row_len() const {
   return n;
 }
 
-void KVArray_::ReplaceRows(std::vector<int64_t> row_ids, std::shared_ptr<void> block) {
+void KVArray_::ReplaceRows(std::vector<int64_t> row_ids, std::shared_ptr<void> block, size_t block_bytes) {
   CheckRowIds(shape_, row_ids);
+  const int64_t size = static_cast<int64_t>(row_ids.size()) * row_len();
+  const size_t nbytes = static_cast<size_t>(size) * kvstore::DTypeSize(dtype_);
+  KV_CHECK(block_bytes >= nbytes && (nbytes == 0 || block != nullptr), KV_ERR_INTERNAL,
+           "ReplaceRows: a block of %zu bytes for %zu bytes of rows", block_bytes, nbytes);
   std::lock_guard<std::mutex> lock(pending_mu_);
   row_ids_ = std::move(row_ids);
-  size_ = num_rows() * row_len();
-  nbytes_ = static_cast<size_t>(size_) * kvstore::DTypeSize(dtype_);
-  storage_ = size_ > 0 ? std::move(block) : nullptr;
+  size_ = size;
+  nbytes_ = nbytes;
+  storage_ = block ? std::move(block) : nullptr;
+  storage_bytes_ = storage_ ? block_bytes : 0;
   data_ = storage_.get();
 }
 
@@ -202,6 +222,7 @@ bool KVArray_::AdoptStorage(std::shared_ptr<void> storage) {
   std::lock_guard<std::mutex> lock(pending_mu_);
   if (exposed_) return false;
   storage_ = std::move(storage);
+  storage_bytes_ = nbytes_;
   data_ = storage_.get();
   return true;
 }

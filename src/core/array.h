@@ -59,6 +59,12 @@ struct KVArray_ {
   static std::unique_ptr<KVArray_> CreateRowSparse(const kvstore::Shape& shape, int dtype,
                                                    kvstore::Context ctx,
                                                    std::vector<int64_t> row_ids);
+  // A dense host array of `shape` and `dtype` over `storage`, a CPU block of at least
+  // ShapeSize(shape) elements that the caller keeps or shares (scratch reused across calls,
+  // or the block of a row_sparse array seen as its (n, d1, ..., dk) rows). No copy, no
+  // zero fill. Throws INVALID_ARGUMENT as Create; `storage` may be null for 0 elements.
+  static std::unique_ptr<KVArray_> CreateView(const kvstore::Shape& shape, int dtype,
+                                              std::shared_ptr<void> storage);
   ~KVArray_();
   KVArray_(const KVArray_&) = delete;
   KVArray_& operator=(const KVArray_&) = delete;
@@ -78,10 +84,13 @@ struct KVArray_ {
   // Elements per row: the product of shape()[1:] (1 for rank 1, 0 for rank 0).
   int64_t row_len() const;
   // Row-sparse only: replaces the row set by `row_ids` (validated as in CreateRowSparse)
-  // and the data block by `block`, which holds row_ids.size() * row_len() elements in host
-  // memory (nullptr when that is 0). Never fails after validation; the caller has waited
-  // for pending reads and writes (WaitToWrite) and re-reads data() afterwards.
-  void ReplaceRows(std::vector<int64_t> row_ids, std::shared_ptr<void> block);
+  // and the data block by `block`, host memory of `block_bytes` bytes holding at least
+  // row_ids.size() * row_len() elements (the row data, in order; block may be the current
+  // storage()). Never fails after validation; the caller has waited for pending reads and
+  // writes (WaitToWrite) and re-reads data() afterwards.
+  void ReplaceRows(std::vector<int64_t> row_ids, std::shared_ptr<void> block, size_t block_bytes);
+  // Bytes the current storage holds (>= nbytes(); more when ReplaceRows kept a larger block).
+  size_t storage_bytes() const { return storage_bytes_; }
   // Throws NOT_SUPPORTED "<what>: row_sparse arrays are not supported ..." unless dense.
   void RequireDense(const char* what) const;
   void* data() { return data_; }
@@ -140,6 +149,7 @@ struct KVArray_ {
   std::vector<int64_t> row_ids_;
   int64_t size_ = 0;
   size_t nbytes_ = 0;
+  size_t storage_bytes_ = 0;
   void* data_ = nullptr;
   std::shared_ptr<void> storage_;
   kvstore::CallGate call_gate_;

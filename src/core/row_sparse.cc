@@ -88,6 +88,7 @@ void ScatterRows(const void* block, const int64_t* ids, int64_t n, Array* dense)
 }
 
 std::vector<int64_t> UnionRowIds(const std::vector<const Array*>& arrays) {
+  if (arrays.size() == 1) return arrays[0]->row_ids();  // already sorted and unique
   std::vector<int64_t> ids;
   for (const Array* a : arrays) ids.insert(ids.end(), a->row_ids().begin(), a->row_ids().end());
   std::sort(ids.begin(), ids.end());

@@ -51,6 +51,7 @@ struct Entry {
   std::unique_ptr<Array> value;
   std::unique_ptr<Array> merged;     // private copy of the pushed sum handed to the updater
   std::unique_ptr<Array> candidate;  // the updater's output, committed on success
+  RowScratch rows_grad, rows_weight;  // lazy row_sparse pushes (store/row_sparse.h)
 };
 
 // Locks a set of entries in ascending id order; duplicates are locked once.
@@ -158,8 +159,9 @@ class LocalStore final : public Store {
 
   bool takes_row_sparse() const override { return true; }
 
-  // Outputs get exactly the requested rows; everything is checked and every new block is
-  // filled before any output changes.
+  // Outputs get exactly the requested rows. Everything is checked and every block the call
+  // needs is allocated before any output changes; an output whose storage can hold its new
+  // rows keeps it (steady-state pulls allocate nothing).
   void RowSparsePull(const KeyList& keys, Array* const* outs, const Array* const* row_ids, int) override {
     CheckNotInUpdater();
     std::vector<PullItem> items = PlanPull(keys, outs, "row_sparse_pull");
@@ -168,17 +170,22 @@ class LocalStore final : public Store {
       rows[i] = UniqueRowIds(*row_ids[i], items[i].entry->shape[0], "row_sparse_pull of key " + KeyName(*items[i].entry));
     }
     EntryLocks locks(EntriesOf(items));
-    std::vector<std::unique_ptr<Array>> blocks;
-    blocks.reserve(items.size());
+    std::vector<std::pair<std::shared_ptr<void>, size_t>> blocks(items.size());
     for (size_t i = 0; i < items.size(); ++i) {
       const Array& value = *items[i].entry->value;
       RequireHost(value, ("row_sparse_pull of key " + KeyName(*items[i].entry)).c_str());
-      Shape block_shape = value.shape();
-      block_shape[0] = static_cast<int64_t>(rows[i].size());
-      blocks.push_back(Array::Create(block_shape, value.dtype(), Context{}));
-      GatherRows(value, rows[i].data(), block_shape[0], blocks.back()->data());
+      const size_t bytes = rows[i].size() * static_cast<size_t>(value.row_len()) * DTypeSize(value.dtype());
+      Array* out = items[i].out;
+      if (out->storage_bytes() >= bytes) {
+        blocks[i] = {out->storage(), out->storage_bytes()};
+      } else {
+        blocks[i] = {Array::Create({static_cast<int64_t>(bytes)}, KV_UINT8, Context{})->storage(), bytes};
+      }
     }
-    for (size_t i = 0; i < items.size(); ++i) items[i].out->ReplaceRows(std::move(rows[i]), blocks[i]->storage());
+    for (size_t i = 0; i < items.size(); ++i) {
+      GatherRows(*items[i].entry->value, rows[i].data(), static_cast<int64_t>(rows[i].size()), blocks[i].first.get());
+      items[i].out->ReplaceRows(std::move(rows[i]), std::move(blocks[i].first), blocks[i].second);
+    }
   }
 
   void SetUpdater(std::shared_ptr<Updater> updater) override {
@@ -430,7 +437,7 @@ class LocalStore final : public Store {
     for (PushGroup& g : groups) {
       if (!g.row_sparse) continue;
       Entry* e = g.entry;
-      sparse.emplace_back(g.vals, &e->value, &e->candidate, &e->merged);
+      sparse.emplace_back(g.vals, &e->value, &e->candidate, &e->merged, &e->rows_grad, &e->rows_weight);
       sparse.back().Prepare(this, updater.get(), e->id, e->is_str ? e->str_key.c_str() : nullptr, &txn);
     }
     if (!updater) {  // assign: nothing after the row_sparse sums can fail, write in place

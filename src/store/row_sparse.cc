@@ -66,6 +66,16 @@ Array* EnsureHost(std::unique_ptr<Array>* slot, const Shape& shape, int dtype) {
 
 }  // namespace
 
+std::unique_ptr<Array> RowScratch::View(const Shape& shape, int dtype) {
+  const size_t needed = static_cast<size_t>(ShapeSize(shape)) * DTypeSize(dtype);
+  if (bytes_ < needed) {
+    const size_t grown = needed + needed / 4;  // room for the next push's few extra rows
+    block_ = Array::Create({static_cast<int64_t>(grown)}, KV_UINT8, Context{})->storage();
+    bytes_ = grown;
+  }
+  return Array::CreateView(shape, dtype, block_);
+}
+
 RowSparseRecv RowSparseRecvOf(const Updater& updater) {
   const RowSparseRecv mode = updater.row_sparse_recv();
   if (mode == RowSparseRecv::kAsIs && dynamic_cast<const CallbackUpdater*>(&updater) == nullptr) {
@@ -124,9 +134,14 @@ void RowSparsePush::Prepare(const void* store, Updater* updater, int key, const 
   const int recv_dtype = updater ? updater->RecvDType(value.dtype()) : value.dtype();
   const RowSparseRecv mode = updater ? RowSparseRecvOf(*updater) : RowSparseRecv::kAsIs;
   if (mode == RowSparseRecv::kRows) {
-    std::unique_ptr<Array> grad = Array::Create(BlockShape(value.shape(), n), recv_dtype, Context{});
-    SumRowsInto(vals_, rows_, recv_dtype, grad->data());
-    weight_ = Array::Create(BlockShape(value.shape(), n), value.dtype(), Context{});
+    std::unique_ptr<Array> grad;
+    if (vals_.size() == 1 && vals_[0]->dtype() == recv_dtype) {  // the pushed block itself
+      grad = Array::CreateView(BlockShape(value.shape(), n), recv_dtype, vals_[0]->storage());
+    } else {
+      grad = grad_scratch_->View(BlockShape(value.shape(), n), recv_dtype);
+      SumRowsInto(vals_, rows_, recv_dtype, grad->data());
+    }
+    weight_ = weight_scratch_->View(BlockShape(value.shape(), n), value.dtype());
     GatherRows(value, rows_.data(), n, weight_->data());
     UpdaterScope scope(store);
     updater->UpdateRows(key, str_key, value.shape(), rows_.data(), n, *grad, weight_.get(), txn);

@@ -41,13 +41,28 @@ void CheckHostValue(const Array& value, const std::string& key);
 // [0, rows). Reads a non-CPU row_ids through a host copy.
 std::vector<int64_t> UniqueRowIds(const Array& row_ids, int64_t rows, const std::string& what);
 
+// Host memory reused by the lazy pushes of one key, so that a steady stream of pushes
+// allocates (and zero-fills) nothing. Grows, never shrinks; owned by the key's entry and used
+// under its lock.
+class RowScratch {
+ public:
+  // A dense host array of `shape` and `dtype` over this memory (contents unspecified).
+  std::unique_ptr<Array> View(const Shape& shape, int dtype);
+
+ private:
+  std::shared_ptr<void> block_;
+  size_t bytes_ = 0;
+};
+
 // One key's row_sparse push (see the protocol above). The slots belong to the store's
 // entry for the key, which the caller holds locked from Prepare to Commit.
 class RowSparsePush {
  public:
   RowSparsePush(std::vector<const Array*> vals, std::unique_ptr<Array>* value,
-                std::unique_ptr<Array>* candidate, std::unique_ptr<Array>* merged)
-      : vals_(std::move(vals)), value_(value), candidate_(candidate), merged_(merged) {}
+                std::unique_ptr<Array>* candidate, std::unique_ptr<Array>* merged,
+                RowScratch* grad_scratch, RowScratch* weight_scratch)
+      : vals_(std::move(vals)), value_(value), candidate_(candidate), merged_(merged),
+        grad_scratch_(grad_scratch), weight_scratch_(weight_scratch) {}
 
   // Sums the values and runs `updater` (nullptr: assign) for `key` (`str_key` or nullptr),
   // staging its state in `txn`. `store` marks the updater's thread (UpdaterScope).
@@ -62,6 +77,8 @@ class RowSparsePush {
   std::unique_ptr<Array>* value_;
   std::unique_ptr<Array>* candidate_;
   std::unique_ptr<Array>* merged_;
+  RowScratch* grad_scratch_;
+  RowScratch* weight_scratch_;
   Result result_ = Result::kNone;
   std::vector<int64_t> rows_;        // the union of the pushed rows
   std::unique_ptr<Array> sum_;       // kAssign: the row_sparse sum

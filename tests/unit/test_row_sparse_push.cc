@@ -133,6 +133,17 @@ void TestLazyRowsOnly() {
       for (int64_t c = 0; c < kCols; ++c) want[r * kCols + c] = 2 * want[r * kCols + c] + grad_of_row[r];
     }
     CHECK_MSG(Pull(*store, key) == want, "%s: only the pushed rows change", type);
+    // later pushes reuse the key's scratch memory, growing it and then using part of it
+    for (const std::vector<int64_t>& ids : {std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7}, std::vector<int64_t>{3}}) {
+      std::unique_ptr<Array> g = Grad(ids, 0.25f);
+      const Array* one[1] = {g.get()};
+      store->Push(KeyList::Ints(1, &key), one, 0);
+      for (int64_t r : ids) {
+        for (int64_t c = 0; c < kCols; ++c) want[r * kCols + c] = 2 * want[r * kCols + c] + 0.25f;
+      }
+      CHECK_MSG(updater->seen_rows == ids, "%s: %zu rows seen", type, updater->seen_rows.size());
+      CHECK_MSG(Pull(*store, key) == want, "%s: push of %zu rows", type, ids.size());
+    }
   }
 }
 
