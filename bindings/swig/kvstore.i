@@ -6,8 +6,9 @@
  * The module name is given on the SWIG command line (-module) by each language's build.
  *
  * List calls. Every language reaches KVStoreInit/Push/Pull/PushPull/Broadcast/RowSparsePull
- * (and the *Str twins) through the count-checking shims of kvstore_lists.h, under the C names:
- * each list arrives with its own length and a mismatch fails the same way everywhere. A language's
+ * (and the *Str twins), and KVStoreSetGradientCompression's two string lists, through the
+ * count-checking shims of kvstore_lists.h, under the C names: each list arrives with its own
+ * length and a mismatch fails the same way everywhere. A language's
  * typemaps only convert one list to (count, pointer) for the parameter pairs named there.
  */
 
@@ -35,6 +36,8 @@
 %rename(KVStoreBroadcastStr) kvswig_broadcast_str;
 %rename(KVStoreRowSparsePull) kvswig_row_sparse_pull;
 %rename(KVStoreRowSparsePullStr) kvswig_row_sparse_pull_str;
+%ignore KVStoreSetGradientCompression;
+%rename(KVStoreSetGradientCompression) kvswig_set_gradient_compression;
 
 #if defined(SWIGJAVA)
 %include "java/kvstore_java.i"

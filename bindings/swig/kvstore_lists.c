@@ -96,6 +96,12 @@ int kvswig_broadcast(KVStoreHandle store, int vnum, const int* vkeys, int nvals,
   return rc ? rc : KVStoreBroadcast(store, vnum, vkeys, vals, onum, okeys, outs, priority);
 }
 
+int kvswig_set_gradient_compression(KVStoreHandle store, int vnum, const char* const* vkeys,
+                                    int onum, const char* const* okeys) {
+  int rc = kvswig_count("KVStoreSetGradientCompression", "values", onum, "names", vnum);
+  return rc ? rc : KVStoreSetGradientCompression(store, vnum, vkeys, okeys);
+}
+
 int kvswig_broadcast_str(KVStoreHandle store, int vnum, const char* const* vkeys, int nvals,
                          const KVArrayHandle* vals, int onum, const char* const* okeys,
                          int nouts, const KVArrayHandle* outs, int priority) {

@@ -65,6 +65,10 @@ int kvswig_broadcast(KVStoreHandle store, int vnum, const int* vkeys, int nvals,
 int kvswig_broadcast_str(KVStoreHandle store, int vnum, const char* const* vkeys, int nvals,
                          const KVArrayHandle* vals, int onum, const char* const* okeys,
                          int nouts, const KVArrayHandle* outs, int priority);
+/* KVStoreSetGradientCompression's parameter names (vkeys) and values (okeys), each list with
+ * its own length. */
+int kvswig_set_gradient_compression(KVStoreHandle store, int vnum, const char* const* vkeys,
+                                    int onum, const char* const* okeys);
 
 /* KVStoreRowSparsePull(Str): outs and row_ids each pair with keys (one row_ids per output; a
  * language that offers one row_ids for many outputs repeats the handle). */

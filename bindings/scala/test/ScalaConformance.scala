@@ -410,6 +410,23 @@ object ScalaConformance {
       Seq(whole, first, second).foreach(_.dispose())
     }
 
+    // 2bit, threshold 0.5, by hand: 0.6 sends +0.5, -0.7 sends -0.5; the residuals carry the rest.
+    scenario("gradient compression") {
+      val kv = KVStore.create("device")
+      kv.setGradientCompression(Map("type" -> "2bit", "threshold" -> 0.5))
+      kv.init(0, NDArray.zeros(s23))
+      val g = Array[Float](0.3f, 0.6f, -0.7f, 0.1f, 0f, 0.25f)
+      def pushPull(): Seq[Float] = { kv.push(0, NDArray.zeros(s23).set(g)); val o = NDArray.zeros(s23); kv.pull(0, o); o.toArray.toSeq }
+      checkEq("first push", Seq[Float](0, 0.5f, -0.5f, 0, 0, 0), pushPull())
+      checkEq("second push", Seq[Float](0.5f, 0.5f, -0.5f, 0, 0, 0.5f), pushPull())
+      kv.setGradientCompression(Map("type" -> "none"))
+      checkEq("off again", g.toSeq, pushPull())
+      val local = KVStore.create("local")
+      checkMessage("local store", expectThrows[KVNotSupportedException]("local store")(
+        local.setGradientCompression(Map("type" -> "2bit"))), "local")
+      Seq(kv, local).foreach(_.dispose())
+    }
+
     scenario("isCapable and optimizer objects") {
       val kv = KVStore.create("local")
       check("local is capable of optimizers", kv.isCapable(KVStore.OPTIMIZER))

@@ -327,6 +327,25 @@ sub set_optimizer {
   return $self;
 }
 
+# Compresses later pushes with the reference's gradient compression:
+# set_gradient_compression({type => '2bit', threshold => 0.5}) (or '1bit'; threshold defaults
+# to 0.5), with a residual per key (error feedback); {type => 'none'} turns it off again (the
+# residuals are dropped). float32 and float16 pushes are compressed, other dtypes go
+# uncompressed; init and pull never are. The device and dist_* stores compress; the others
+# croak with KVStore::Error::NotSupported. Unknown names, types or a bad threshold croak with
+# KVStore::Error::InvalidArgument and change nothing.
+sub set_gradient_compression {
+  my ($self, $params) = @_;
+  KVStore::Error->invalid('set_gradient_compression: the parameters must be a hash ref')
+    unless ref $params eq 'HASH';
+  my @names = sort keys %$params;
+  KVStore::Error->invalid("set_gradient_compression: parameter $_ is undefined")
+    for grep { !defined $params->{$_} } @names;
+  KVStore::Error->check(KVStore::Raw::KVStoreSetGradientCompression(
+    $self->_handle, \@names, [map { "$params->{$_}" } @names]));
+  return $self;
+}
+
 # Writes the state of the built-in optimizer (set_optimizer) to the file $fname, atomically,
 # in the format of docs/OPTIMIZER-STATES.md. $dump_optimizer is accepted as the reference
 # accepts it and ignored: the file always records the optimizer's spec.

@@ -232,6 +232,30 @@ public final class KVStore implements AutoCloseable {
     setOptimizer(optimizer.spec());
   }
 
+  /**
+   * Compresses later pushes with the reference's gradient compression: {@code {"type": "2bit",
+   * "threshold": 0.5}} (or {@code "1bit"}; threshold defaults to 0.5), with a residual per key
+   * (error feedback); {@code {"type": "none"}} turns it off again (the residuals are dropped).
+   * Values are converted with {@code toString()}. float32 and float16 pushes are compressed,
+   * other dtypes go uncompressed; init and pull never are. The device and dist_* stores
+   * compress; the others throw {@link KVNotSupportedException}. Unknown names, types or a bad
+   * threshold throw {@link KVInvalidArgumentException} and change nothing.
+   */
+  public void setGradientCompression(java.util.Map<String, ?> params) {
+    if (params == null) throw new KVNullPointerException("params is null");
+    String[] names = new String[params.size()];
+    String[] values = new String[params.size()];
+    int i = 0;
+    for (java.util.Map.Entry<String, ?> e : params.entrySet()) {
+      if (e.getKey() == null || e.getValue() == null) {
+        throw new KVNullPointerException("gradient compression parameter " + e.getKey() + " is null");
+      }
+      names[i] = e.getKey();
+      values[i++] = e.getValue().toString();
+    }
+    call((h, u, v) -> KVStoreLib.KVStoreSetGradientCompression(h, names, values));
+  }
+
   /** The capability of running built-in optimizers, for {@link #isCapable}. */
   public static final String OPTIMIZER = "optimizer";
 

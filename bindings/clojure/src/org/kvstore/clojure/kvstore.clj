@@ -192,6 +192,18 @@
                     {}))
   kv)
 
+(defn set-gradient-compression
+  "Compresses later pushes with the reference's gradient compression: {:type \"2bit\"
+  :threshold 0.5} (or \"1bit\"; keys may be keywords or strings, values anything whose str is
+  the value), with a residual per key; {:type \"none\"} turns it off again (the residuals
+  are dropped). float32 and float16 pushes of the device and dist_* stores are compressed;
+  other stores throw. Returns kv."
+  [^KVStore kv params]
+  (let [m (java.util.LinkedHashMap.)]
+    (doseq [[k v] params] (.put m (if (keyword? k) (name k) (str k)) (if (keyword? v) (name v) (str v))))
+    (with-errors (.setGradientCompression kv m)))
+  kv)
+
 (defn save-optimizer-states
   "Writes the state of the built-in optimizer (set-optimizer) to the file fname, atomically,
   in the format of docs/OPTIMIZER-STATES.md. Returns kv."

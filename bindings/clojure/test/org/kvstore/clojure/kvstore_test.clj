@@ -414,3 +414,23 @@
             (is (= (ndarray/->vec dense) (ndarray/->vec after)) "failed calls leave the stored value"))
           (is (= [0 1 4] (ndarray/indices o1)) "and the output")
           (kvstore/dispose kv))))))
+
+;; 2bit, threshold 0.5, by hand: 0.6 sends +0.5, -0.7 sends -0.5; the residuals carry the rest.
+(deftest gradient-compression
+  (let [shape [2 3]
+        kv (kvstore/create "device")
+        g [0.3 0.6 -0.7 0.1 0 0.25]
+        push-pull (fn []
+                    (kvstore/push kv 0 (ndarray/array g shape))
+                    (let [o (ndarray/zeros shape)] (kvstore/pull kv 0 o) (map double (ndarray/->vec o))))]
+    (kvstore/set-gradient-compression kv {:type "2bit" :threshold 0.5})
+    (kvstore/init kv 0 (ndarray/zeros shape))
+    (is (= [0.0 0.5 -0.5 0.0 0.0 0.0] (push-pull)) "first push")
+    (is (= [0.5 0.5 -0.5 0.0 0.0 0.5] (push-pull)) "second push: the residuals")
+    (kvstore/set-gradient-compression kv {:type :none})
+    (is (= (map #(double (float %)) g) (push-pull)) "off again")
+    (let [local (kvstore/create "local")
+          e (caught #(kvstore/set-gradient-compression local {:type "2bit"}))]
+      (is (= "KV_ERR_NOT_SUPPORTED" (:name (ex-data e))))
+      (kvstore/dispose local))
+    (kvstore/dispose kv)))

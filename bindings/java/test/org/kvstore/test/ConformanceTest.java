@@ -159,6 +159,7 @@ public final class ConformanceTest {
     scenario("isCapable and optimizer objects", ConformanceTest::capabilitiesAndOptimizers);
     scenario("rows: row, rows, setRow", ConformanceTest::rowIndexing);
     scenario("row_sparse: arrays, push, rowSparsePull", ConformanceTest::rowSparse);
+    scenario("gradient compression", ConformanceTest::gradientCompression);
     System.out.println(passed + " passed, " + failed + " failed");
     System.exit(failed == 0 ? 0 : 1);
   }
@@ -228,6 +229,41 @@ public final class ConformanceTest {
     try (KVStore plain = KVStore.create("local")) {
       expectThrows("no optimizer", KVNotSupportedException.class,
           () -> plain.saveOptimizerStates(file));
+    }
+  }
+
+  // 2bit, threshold 0.5, worked out by hand: r = g; 0.6 >= 0.5 sends +0.5, -0.7 <= -0.5 sends
+  // -0.5; the next push adds g to the residuals (0.3, 0.1, -0.2, 0.1, ...).
+  static void gradientCompression() {
+    float[] g = {0.3f, 0.6f, -0.7f, 0.1f, 0f, 0.25f};
+    try (KVStore kv = KVStore.create("device")) {
+      java.util.Map<String, Object> params = new java.util.LinkedHashMap<>();
+      params.put("type", "2bit");
+      params.put("threshold", 0.5);
+      kv.setGradientCompression(params);
+      kv.init(0, NDArray.zeros(S23));
+      float[][] want = {{0, 0.5f, -0.5f, 0, 0, 0}, {0.5f, 0.5f, -0.5f, 0, 0, 0.5f}};
+      for (float[] w : want) {
+        try (NDArray grad = NDArray.create(g, S23); NDArray out = NDArray.zeros(S23)) {
+          kv.push(0, grad);
+          kv.pull(0, out);
+          check("2bit pull " + Arrays.toString(out.toFloatArray()), Arrays.equals(w, out.toFloatArray()));
+        }
+      }
+      kv.setGradientCompression(java.util.Map.of("type", "none"));
+      try (NDArray grad = NDArray.create(g, S23); NDArray out = NDArray.zeros(S23)) {
+        kv.push(0, grad);
+        kv.pull(0, out);
+        check("off again: the push as it is", Arrays.equals(g, out.toFloatArray()));
+      }
+      KVInvalidArgumentException e = expectThrows("unknown type", KVInvalidArgumentException.class,
+          () -> kv.setGradientCompression(java.util.Map.of("type", "3bit")));
+      checkMessage("unknown type", e, "3bit");
+    }
+    try (KVStore local = KVStore.create("local")) {
+      KVNotSupportedException e = expectThrows("local store", KVNotSupportedException.class,
+          () -> local.setGradientCompression(java.util.Map.of("type", "2bit")));
+      checkMessage("local store", e, "local");
     }
   }
 

@@ -61,6 +61,16 @@ final class KVStore private (val java: JKVStore) extends AutoCloseable {
    *  mismatch with this store throws and changes nothing. */
   def loadOptimizerStates(fname: String): Unit = java.loadOptimizerStates(fname)
 
+  /** Compresses later pushes: `Map("type" -> "2bit", "threshold" -> 0.5)` (or "1bit"), with a
+   *  residual per key; `Map("type" -> "none")` turns it off again (the residuals are dropped).
+   *  float32 and float16 pushes of the device and dist_* stores are compressed; other stores
+   *  throw KVNotSupportedException. See KVStore.setGradientCompression in the Java binding. */
+  def setGradientCompression(params: Map[String, Any]): Unit = {
+    val m = new _root_.java.util.LinkedHashMap[String, Object]()
+    params.foreach { case (k, v) => m.put(k, String.valueOf(v)) }
+    java.setGradientCompression(m)
+  }
+
   /** A built-in optimizer as the updater, e.g. `new SGD(learningRate = 0.1)`. */
   def setOptimizer(optimizer: Optimizer): Unit = java.setOptimizer(optimizer.java)
 
