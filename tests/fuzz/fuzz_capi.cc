@@ -1282,7 +1282,7 @@ void OpSetOptimizer(Rng& r, StoreModel& m) {
 
 // Queries and the calls that only distributed stores support.
 void OpMisc(Rng& r, StoreModel& m) {
-  const int what = r.Int(0, 13);
+  const int what = r.Int(0, 14);
   const bool null_store = r.Chance(10);
   KVStoreHandle h = null_store ? nullptr : m.h;
   int rc = 0;
@@ -1379,6 +1379,26 @@ void OpMisc(Rng& r, StoreModel& m) {
       Note("get type with out=NULL");
       rc = KVStoreGetType(h, r.Chance(50) ? nullptr : &t);
       if (t == nullptr) want = Want(KV_ERR_NULL_POINTER);
+      break;
+    }
+    case 13: {  // gradient compression: only "none" is ever accepted (the model never compresses)
+      static const char* const kParams[][2] = {{"type", "none"}, {"type", "2bit"}, {"type", "3bit"},
+                                               {"threshold", "0.5"}, {"type", ""}, {"treshold", "1"}};
+      const int which = r.Int(0, 5);
+      const char* keys[1] = {kParams[which][0]};
+      const char* vals[1] = {kParams[which][1]};
+      const bool compresses = m.type.find("device") != std::string::npos || m.type.find("dist") != std::string::npos;
+      Note("set gradient compression %s=%s", keys[0], vals[0]);
+      if (which == 1 && compresses) {  // would change the model's sums: refused by the count instead
+        rc = KVStoreSetGradientCompression(h, -1, keys, vals);
+        if (!null_store) want = Want(KV_ERR_INVALID_ARGUMENT);
+        break;
+      }
+      rc = KVStoreSetGradientCompression(h, 1, keys, vals);
+      if (null_store) break;
+      if (which == 0) want = Want(compresses ? 0 : KV_ERR_NOT_SUPPORTED);
+      else if (which == 1) want = Want(KV_ERR_NOT_SUPPORTED);
+      else want = Want(KV_ERR_INVALID_ARGUMENT);
       break;
     }
     default: {
