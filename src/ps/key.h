@@ -61,9 +61,9 @@ struct KeyId {
     if (is_str) *str = name;
   }
 
-  // Where the parts of a value of `total` elements live (PlanParts).
-  std::vector<PartPlan> Parts(int64_t total, int num_servers, int64_t bound) const {
-    return PlanParts(is_str, int_key, name, total, num_servers, bound);
+  // Where the parts of a value of `total` elements in rows of `row_len` live (PlanParts).
+  std::vector<PartPlan> Parts(int64_t total, int num_servers, int64_t bound, int64_t row_len) const {
+    return PlanParts(is_str, int_key, name, total, num_servers, bound, row_len);
   }
 
  private:

@@ -29,6 +29,15 @@
 // pushes several values of such a key sends their float32 sum (ps/mp_push.h), which only
 // such an updater accepts; a round adds float16 pushes and float32 sums in float32.
 //
+// Rows (ps/server_row_sparse.cc, wire.h kFlagRowSparse). A row_sparse push carries some
+// rows of the key's part; a sync round of row_sparse pushes is summed by the union of their
+// rows in rank order and applied as the in-process stores apply a row_sparse sum
+// (store/row_sparse.h: assign, a callback updater's row_sparse recv, kDense, or the lazy
+// kRows update whose cost scales with the pushed rows); a round that mixes dense and
+// row_sparse pushes is summed dense, the row_sparse ones cast to dense. Async: each push
+// on arrival. A row_sparse pull is answered with just its rows. Updaters see the part as
+// a (rows, row length) array on these paths.
+//
 // Copies. Replies that carry values reference the stored buffer without copying; an update
 // never writes a buffer that ZeroMQ may still be sending (copy-on-write through SharedBuf).
 // Without an updater a round's sum accumulates in place in worker 0's received message,
@@ -52,6 +61,7 @@
 #include "ps/scheduler_link.h"
 #include "ps/security.h"
 #include "ps/wire.h"
+#include "store/row_sparse.h"
 
 namespace kvstore {
 namespace dist {
@@ -68,6 +78,8 @@ struct Req {
   bool f32_sum = false;  // the payload is a float32 sum of a float16 key (kFlagFloat32Sum)
   // How the payload is packed (compressed_push.h), or std::nullopt: raw values.
   std::optional<compression::Compression> packing = std::nullopt;
+  bool row_sparse = false;  // kFlagRowSparse: the payload is row ids (and rows), wire.h
+  int64_t row_len = 0;      // its row length
 };
 
 // One key's part on this server. `stored` is set by INIT and never null afterwards; `spare`
@@ -83,6 +95,12 @@ struct KeyState {
   std::shared_ptr<SharedBuf> stored, spare;
   std::unique_ptr<Array> merged;  // the round's sum when an updater runs, in its RecvDType
   std::vector<std::deque<Req>> fifo;  // sync mode: per worker rank
+  // Row-sparse requests (server_row_sparse.cc): the row length they name (0 before the
+  // first), and RowSparsePush's slots: a (rows, row_len) view of the value being changed,
+  // its candidate and dense sum, and the lazy updates' scratch.
+  int64_t row_len = 0;
+  std::unique_ptr<Array> rows_view, rows_candidate, rows_merged;
+  std::unique_ptr<RowScratch> grad_scratch, weight_scratch;
 };
 
 // memcpy for values that may have no elements (their data pointers are then null).
@@ -119,9 +137,17 @@ class Server {
   void Reply(const std::string& rid, uint64_t req_id, int status, const std::string& msg,
              const KeyState* with_value = nullptr);
   void ReplyReq(const Req& r, int status, const std::string& msg, const KeyState* with_value) {
+    if (r.row_sparse && status == 0 && with_value != nullptr) return ReplyRows(r, *with_value);
     Reply(r.routing_id, r.req_id, status, msg, with_value);
   }
   KeyState* Lookup(const Message& m, bool create, std::string* key_id);
+
+  // server_row_sparse.cc: row_sparse pushes and pulls.
+  bool TakesRows(const Message& m, KeyState* k);
+  void ReplyRows(const Req& r, const KeyState& k);
+  bool RowSparseRound(KeyState* k);
+  void ApplyRowsAsync(KeyState* k, Req& r);
+  void ApplyRows(KeyState* k, const std::vector<const Req*>& pushes);
 
   // server_values.cc: how stored values change.
   void Progress(KeyState* k);

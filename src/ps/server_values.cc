@@ -57,7 +57,9 @@ bool Server::Adoptable(const KeyState& k, const zmq::message_t& payload) {
 
 std::shared_ptr<SharedBuf> Server::TakeTarget(KeyState* k) {
   std::shared_ptr<SharedBuf> t;
-  if (k->spare && k->spare->array && k->spare->Idle()) {
+  // (A row_sparse update may leave a (rows, row_len) array as the value: not reused here,
+  // dense updaters get {count} arrays.)
+  if (k->spare && k->spare->array && k->spare->Idle() && k->spare->array->shape().size() == 1) {
     t = std::move(k->spare);
   } else {
     t = std::make_shared<SharedBuf>();
@@ -129,6 +131,7 @@ int Server::UpdateFailure(const KeyState& k, const std::exception& e, bool keep_
 }
 
 void Server::RunRound(KeyState* k) {
+  if (RowSparseRound(k)) return;
   // Sources in rank order 0..W-1; CpuReduceSum adds them in exactly that order, so the
   // round's bits do not depend on arrival order. ZeroMQ may deliver small messages inside
   // its receive buffer at any byte offset; such payloads are copied to aligned scratch
@@ -189,6 +192,7 @@ void Server::RunRound(KeyState* k) {
 // Documented default: with no updater an async server assigns the pushed value (adopting
 // the received message when it can, see StoreNewValue).
 void Server::ApplyAsync(KeyState* k, Req& r) {
+  if (r.row_sparse) return ApplyRowsAsync(k, r);
   auto copy = [&](void* dst, int dst_dtype) {
     if (r.f32_sum) {  // a worker's float32 sum, taken only by a multi-precision updater
       KV_CHECK(dst_dtype == KV_FLOAT32, KV_ERR_INTERNAL, "key %s: a float32 sum for a %s sum",

@@ -82,6 +82,29 @@ static std::string ValidatePacking(const WireHeader& h) {
   return "";
 }
 
+// A row_sparse push or pull (kFlagRowSparse) of a data message whose element range is
+// valid; the ids themselves are checked by the server (server_row_sparse.cc).
+static std::string ValidateRows(const WireHeader& h, uint64_t esize) {
+  if (h.type != static_cast<uint16_t>(MsgType::kPush) && h.type != static_cast<uint16_t>(MsgType::kPull)) {
+    return "only a push or pull may carry rows";
+  }
+  if ((h.flags & (kFlagTwoBit | kFlagOneBit)) != 0) return "a row_sparse push is not compressed";
+  if (h.arg <= 0) return "row length (arg) is not positive";
+  const int64_t len = h.arg;
+  if (h.total % len != 0 || h.offset % len != 0 || h.count % len != 0) {
+    return "element range is not made of whole rows";
+  }
+  const uint64_t rows = static_cast<uint64_t>(h.count / len);
+  const bool push = h.type == static_cast<uint16_t>(MsgType::kPush);
+  const uint64_t row_bytes = static_cast<uint64_t>(len) * esize;  // <= count * esize: no overflow
+  const uint64_t per_row = sizeof(int64_t) + (push ? row_bytes : 0);
+  if (h.payload_len % per_row != 0) return "payload length is not a whole number of rows";
+  if (h.payload_len / per_row > rows) return "more rows than the part holds";
+  if (!push && h.payload_len == 0) return "a row_sparse pull names no row";
+  if ((h.flags & kFlagStrKey) != 0 && h.str_len == 0) return "string key without a name";
+  return "";
+}
+
 std::string ValidateHeader(const WireHeader& h, size_t frames_after_header,
                            size_t str_frame_size, size_t payload_frame_size) {
   char why[256];
@@ -113,6 +136,7 @@ std::string ValidateHeader(const WireHeader& h, size_t frames_after_header,
   if ((h.flags & (kFlagTwoBit | kFlagOneBit)) != 0 && !IsDataType(h.type)) {
     return "compression flags on a message that carries no values";
   }
+  if ((h.flags & kFlagRowSparse) != 0 && !IsDataType(h.type)) return "row flag on a message that is not a push or pull";
   if (h.type == static_cast<uint16_t>(MsgType::kSaveStates) && h.payload_len != 0) {
     return "SAVE_STATES carries no payload";
   }
@@ -136,6 +160,7 @@ std::string ValidateHeader(const WireHeader& h, size_t frames_after_header,
     }
     const uint64_t bytes = static_cast<uint64_t>(h.count) * esize;
     const bool has_values = h.type != static_cast<uint16_t>(MsgType::kPull);
+    if ((h.flags & kFlagRowSparse) != 0) return ValidateRows(h, esize);
     if ((h.flags & (kFlagTwoBit | kFlagOneBit)) != 0) return ValidatePacking(h);
     if (has_values && h.payload_len != bytes) return "payload length differs from count*dtype";
     if (!has_values && h.payload_len != 0) return "a pull carries no payload";

@@ -75,8 +75,15 @@ constexpr uint32_t kFlagFloat32Sum = 1u << 2;
 // float32 bits (ps/compressed_push.h).
 constexpr uint32_t kFlagTwoBit = 1u << 3;
 constexpr uint32_t kFlagOneBit = 1u << 4;
+// A PUSH or PULL of some rows of a key (ps/row_sparse_worker.h): header.arg holds the
+// key's row length L > 0 (offset, count and total are multiples of it: parts hold whole
+// rows, placement.h). A push's payload is n int64 row ids (the key's global row numbers,
+// strictly increasing, all inside the part's rows) followed by those n rows' elements
+// (n * L of dtype, float32 with kFlagFloat32Sum); n may be 0. A pull's payload is the n
+// ids (n > 0) and its reply's payload those rows. Never compressed.
+constexpr uint32_t kFlagRowSparse = 1u << 5;
 constexpr uint32_t kFlagKnownFlags =
-    kFlagStrKey | kFlagSync | kFlagFloat32Sum | kFlagTwoBit | kFlagOneBit;
+    kFlagStrKey | kFlagSync | kFlagFloat32Sum | kFlagTwoBit | kFlagOneBit | kFlagRowSparse;
 
 // Fixed-size header; all integers in host byte order (the magic rejects a peer of the
 // other endianness). Data messages carry one part of one key: elements

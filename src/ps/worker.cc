@@ -4,24 +4,19 @@
 // The pieces. worker_io.h is the I/O loop (sockets, outstanding requests, deadlines, dead
 // peers), send_queue.h the order requests leave in and the pull window, op.h the completion
 // of operations and the push failure rules, push_buffers.h the payloads of pushes, key.h
-// the identity of a key. This file validates calls, prepares each push's payload and
-// queues one Op per key.
+// the identity of a key, row_sparse_worker.h row_sparse pushes and row_sparse_pull. This
+// file validates calls, prepares each push's payload and queues one Op per key.
 //
-// Threads. Application threads validate, prepare payloads (Gather: the caller's own array
-// for one large CPU value, otherwise a send buffer of the key that the devices' values are
-// summed or copied into) and queue requests; the I/O thread does everything else.
-//
+// Threads. Application threads validate, prepare payloads (Gather: the caller's own large
+// CPU value, else a send buffer of the key) and queue requests; the I/O thread does the rest.
 // Locks, one per concern, never nested: registry_mu_ (this file: the key kind, the keys and
-// the servers' optimizer), each key's PushBuffers, OpTracker (operations in flight, push
-// failures), the send queue, WorkerIo's peers_mu_ (liveness), each Waiter. A key's record
-// (WorkerKey) is immutable after init except for the parts those locks guard, and is never
-// removed, so pointers to it stay valid for the store's lifetime.
+// the servers' optimizer), each key's PushBuffers, OpTracker, the send queue, WorkerIo's
+// peers_mu_, each Waiter. A key's record (WorkerKey) is immutable after init except for
+// the parts those locks guard, and is never removed: pointers to it stay valid.
 //
-// Pending writes and reads. The caller waits for pending writes into the arrays of a call
-// before the call (the C API does, KVStorePush and friends: CheckList), so this file does
-// not wait again. Pull/pushpull call BeginPendingWrite on every output before returning;
-// the Op ends them (op.h). A zero-copy push holds a pending read on its value until its Op
-// finishes (push_buffers.h).
+// Pending writes and reads. The C API waits for pending writes into a call's arrays before
+// the call (CheckList). Pull/pushpull call BeginPendingWrite on every output; the Op ends
+// them (op.h). A zero-copy push holds a pending read on its value until its Op finishes.
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -43,6 +38,7 @@
 #include "ps/op.h"
 #include "ps/placement.h"
 #include "ps/ps.h"
+#include "ps/row_sparse_worker.h"
 #include "ps/worker_io.h"
 
 namespace kvstore {
@@ -60,11 +56,11 @@ class WorkerStore : public Store, public Distributed {
   void Pull(const KeyList& keys, Array* const* outs, int priority) override;
   void PushPull(const KeyList& vkeys, const Array* const* vals, const KeyList& okeys,
                 Array* const* outs, int priority) override;
+  bool takes_row_sparse() const override { return true; }
+  void RowSparsePull(const KeyList& keys, Array* const* outs, const Array* const* row_ids, int priority) override;
   void SetUpdater(std::shared_ptr<Updater>) override {
-    KV_FAIL(KV_ERR_NOT_SUPPORTED,
-            "store \"%s\": a worker cannot run updaters; use KVStoreSetOptimizer (shipped to the "
-            "servers) or set the updater in the server program",
-            type().c_str());
+    KV_FAIL(KV_ERR_NOT_SUPPORTED, "store \"%s\": a worker cannot run updaters; use KVStoreSetOptimizer "
+            "(shipped to the servers) or set the updater in the server program", type().c_str());
   }
   void SetStrUpdater(std::shared_ptr<Updater> u) override { SetUpdater(std::move(u)); }
   void SetOptimizer(const std::string& spec) override;
@@ -80,10 +76,8 @@ class WorkerStore : public Store, public Distributed {
   void Close() override;
   void SendCommandToServers(int head, const std::string& body) override;
   void RunServer(KVController, void*) override {
-    KV_FAIL(KV_ERR_NOT_SUPPORTED,
-            "store \"%s\" cannot run a server: create a dist store in a process whose "
-            "DMLC_ROLE is server or scheduler",
-            type().c_str());
+    KV_FAIL(KV_ERR_NOT_SUPPORTED, "store \"%s\" cannot run a server: create a dist store in a process "
+            "whose DMLC_ROLE is server or scheduler", type().c_str());
   }
   Distributed* distributed() override { return this; }
 
@@ -190,9 +184,7 @@ std::exception_ptr WorkerStore::Shutdown() {
   return first;
 }
 
-// ---------------------------------------------------------------------------------------
-// Keys
-// ---------------------------------------------------------------------------------------
+// ---- Keys --------------------------------------------------------------------
 
 void WorkerStore::CheckKind(const KeyList& keys) {
   if (keys.size == 0) return;
@@ -227,7 +219,8 @@ std::vector<WorkerKey*> WorkerStore::AddKeys(const KeyList& keys, const Array* c
     KV_CHECK(!id.is_str || !id.name.empty(), KV_ERR_INVALID_ARGUMENT,
              "key \"\": a distributed store needs non-empty string keys");
     KV_CHECK(vals[i]->ctx().is_cpu() || vals[i]->ctx().is_gpu(), KV_ERR_DEVICE, "bad context");
-    CheckPartsFit(id.Parts(vals[i]->size(), io_->num_servers(), cfg_.bigarray_bound),
+    CheckPartsFit(id.Parts(vals[i]->size(), io_->num_servers(), cfg_.bigarray_bound,
+                           PlacementRowLen(vals[i]->shape())),
                   DTypeSize(vals[i]->dtype()), keys.Name(i));
     ids.push_back(std::move(id));
     map_keys.push_back(std::move(mk));
@@ -244,7 +237,7 @@ std::vector<WorkerKey*> WorkerStore::AddKeys(const KeyList& keys, const Array* c
     k.dtype = v.dtype();
     k.size = v.size();
     k.nbytes = v.nbytes();
-    k.parts = k.id.Parts(k.size, io_->num_servers(), cfg_.bigarray_bound);
+    k.parts = k.id.Parts(k.size, io_->num_servers(), cfg_.bigarray_bound, PlacementRowLen(k.shape));
     k.buffers = std::make_unique<PushBuffers>(k.shape, k.dtype, k.nbytes, k.display);
     added.push_back(&k);
   }
@@ -286,9 +279,7 @@ void WorkerStore::CheckPushable(const Groups& groups) const {
   for (const auto& g : groups) optimizer_->CheckDType(g.first->dtype, g.first->display);
 }
 
-// ---------------------------------------------------------------------------------------
-// Operations
-// ---------------------------------------------------------------------------------------
+// ---- Operations --------------------------------------------------------------
 
 // The payload of a push or pushpull (push_buffers.h): several values (devices) are summed
 // into a send buffer (in float32 for float16 keys under multi_precision, mp_push.h), a
@@ -387,7 +378,9 @@ void WorkerStore::StartAll(MsgType type, const Groups& groups, std::vector<Paylo
 }
 
 void WorkerStore::Init(const KeyList& keys, const Array* const* vals) {
-  std::vector<WorkerKey*> added = AddKeys(keys, vals);
+  std::vector<std::unique_ptr<Array>> dense;  // row_sparse values are stored dense
+  const std::vector<const Array*> dense_vals = DenseValues(keys.size, vals, &dense);
+  std::vector<WorkerKey*> added = AddKeys(keys, vals = dense_vals.data());
   // Rank 0 writes the initial values; every worker then meets in a barrier so that no
   // worker can push or pull a key before the servers have it.
   int status = 0;
@@ -417,6 +410,8 @@ void WorkerStore::Push(const KeyList& keys, const Array* const* vals, int priori
     groups = GroupByKey(keys, vals, "push", "value");
     CheckPushable(groups);
   }
+  std::vector<std::unique_ptr<Array>> dense;  // mixed keys' row_sparse values, cast to dense
+  PushRowSparse(*io_, tracker_, sync_, recv_f16_.load(), &groups, &dense, priority);
   // Small values are copied now; large CPU values are read in place until the push completes
   // (their writers wait, see push_buffers.h).
   auto key_of = [](const auto& g) { return g.first; };
@@ -450,6 +445,7 @@ void WorkerStore::PushPull(const KeyList& vkeys, const Array* const* vals, const
     CheckKind(okeys);
     KV_CHECK(vkeys.size == 0 || okeys.size == 0 || vkeys.kind == okeys.kind,
              KV_ERR_KEY_KIND_MISMATCH, "pushpull mixes int and string keys");
+    CheckDensePushPull(type(), vkeys, vals);
     auto pushed = GroupByKey(vkeys, vals, "pushpull", "value");
     auto pulled = GroupByKey(okeys, outs, "pushpull", "output");
     std::unordered_map<const WorkerKey*, size_t> index;
@@ -476,9 +472,17 @@ void WorkerStore::PushPull(const KeyList& vkeys, const Array* const* vals, const
            priority);
 }
 
-// ---------------------------------------------------------------------------------------
-// Control requests
-// ---------------------------------------------------------------------------------------
+void WorkerStore::RowSparsePull(const KeyList& keys, Array* const* outs, const Array* const* row_ids,
+                                int priority) {
+  std::vector<WorkerKey*> ks;
+  std::unique_lock<std::mutex> lock(registry_mu_);
+  CheckKind(keys);
+  for (int i = 0; i < keys.size; ++i) ks.push_back(FindKey(keys, i));
+  lock.unlock();
+  PullRows(*io_, sync_, ks, outs, row_ids, priority, ControlDeadline());
+}
+
+// ---- Control requests --------------------------------------------------------
 
 void WorkerStore::ControlToScheduler(MsgType type, int arg, int64_t key,
                                      const std::shared_ptr<Waiter>& w) {

@@ -20,9 +20,17 @@ Shape BlockShape(const Shape& shape, int64_t n) {
   return block;
 }
 
-// block <- the sum of `vals` (row_sparse, one dtype) over `rows` (the union of their rows),
-// in `dtype`: the values' own dtype (summed as the dense comm sums), or float32 for
-// float16 values (each converted, then summed in float32: optimizer/recv_sum.h).
+// A dense host array of `shape` and `dtype` in *slot, reused when it already is one.
+Array* EnsureHost(std::unique_ptr<Array>* slot, const Shape& shape, int dtype) {
+  Array* a = slot->get();
+  if (!a || a->shape() != shape || a->dtype() != dtype || !a->ctx().is_cpu()) {
+    *slot = Array::Create(shape, dtype, Context{});
+  }
+  return slot->get();
+}
+
+}  // namespace
+
 void SumRowsInto(const std::vector<const Array*>& vals, const std::vector<int64_t>& rows, int dtype,
                  void* block) {
   const int src_dtype = vals[0]->dtype();
@@ -54,17 +62,6 @@ void SumRowsInto(const std::vector<const Array*>& vals, const std::vector<int64_
     }
   }
 }
-
-// A dense host array of `shape` and `dtype` in *slot, reused when it already is one.
-Array* EnsureHost(std::unique_ptr<Array>* slot, const Shape& shape, int dtype) {
-  Array* a = slot->get();
-  if (!a || a->shape() != shape || a->dtype() != dtype || !a->ctx().is_cpu()) {
-    *slot = Array::Create(shape, dtype, Context{});
-  }
-  return slot->get();
-}
-
-}  // namespace
 
 std::unique_ptr<Array> RowScratch::View(const Shape& shape, int dtype) {
   const size_t needed = static_cast<size_t>(ShapeSize(shape)) * DTypeSize(dtype);

@@ -54,6 +54,14 @@ class RowScratch {
   size_t bytes_ = 0;
 };
 
+// block <- the sum of `vals` (row_sparse, one dtype, one shape) over `rows` (the union of
+// their rows, UnionRowIds), in `dtype`: the values' own dtype (summed as the dense comm
+// sums, in the order of `vals`), or float32 for float16 values (each converted, then summed
+// in float32: optimizer/recv_sum.h). `block` holds rows.size() rows in `dtype`, host memory.
+// O(rows * row length * values). The dist worker sums a push's values with it too.
+void SumRowsInto(const std::vector<const Array*>& vals, const std::vector<int64_t>& rows, int dtype,
+                 void* block);
+
 // One key's row_sparse push (see the protocol above). The slots belong to the store's
 // entry for the key, which the caller holds locked from Prepare to Commit.
 class RowSparsePush {
