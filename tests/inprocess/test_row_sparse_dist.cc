@@ -10,16 +10,16 @@
 // assign, sgd with momentum and wd (lazy), adam (lazy), sgd lazy_update=0 (dense), and a
 // callback updater (a row_sparse recv; the servers' is checked to have received one).
 //
-//   row_sparse_sync_one_worker_matches_local dist_sync, W=1, S=1 and S=2 (the key split by rows over
-//                                   both servers: KVSTORE_BIGARRAY_BOUND 16), int key
-//   async_one_worker_matches_local  the same on dist_async
-//   device_sync_one_worker_matches_local  dist_device_sync, S=2, string key
-//   sync_two_workers_match_local    dist_sync, W=2, S=2 split, string key (the mixed round
-//                                   is a server round of a dense and a row_sparse push)
-//   errors_change_nothing           unknown key, ids out of range, a value of another shape
-//                                   or dtype, a row_sparse pushpull: precise errors, and the
-//                                   key still pulls its old value
-//   wire_rows_rules                 ValidateHeader on kFlagRowSparse messages
+//   row_sparse_sync_one_worker_matches_local  dist_sync, W=1, S=1 and S=2 (the key split
+//                        by rows over both servers: bigarray_bound 16), int key
+//   row_sparse_async_one_worker_matches_local  the same on dist_async
+//   row_sparse_device_sync_one_worker_matches_local  dist_device_sync, S=2, string key
+//   row_sparse_sync_two_workers_match_local  dist_sync, W=2, S=2 split, string key (the
+//                        mixed round is a server round of a dense and a row_sparse push)
+//   row_sparse_errors_change_nothing  unknown key, ids out of range, a value of another
+//                        shape or dtype, a row_sparse pushpull: precise errors, and the key
+//                        still pulls its old value
+//   row_sparse_wire_rules  ValidateHeader on kFlagRowSparse messages
 #include <atomic>
 #include <cstdint>
 #include <cstring>
