@@ -342,8 +342,8 @@ KVSTORE_API int KVStoreFree(KVStoreHandle store);
 KVSTORE_API int KVStoreGetType(KVStoreHandle store, const char** out_type);
 
 /* Initialises keys with copies of `vals`. Keys in one call must be distinct and not yet
- * initialised. The updater never runs at init. A row_sparse value (local and device stores)
- * is stored dense: the rows it lacks are zero.
+ * initialised. The updater never runs at init. A row_sparse value (local, device and dist_*
+ * stores) is stored dense: the rows it lacks are zero.
  * Errors: NULL_POINTER, INVALID_ARGUMENT (num < 0, key repeated in the call, the string key
  * "" on a distributed store), DUPLICATE_KEY, KEY_KIND_MISMATCH, OUT_OF_MEMORY, and
  * distributed errors. */
@@ -356,14 +356,17 @@ KVSTORE_API int KVStoreInitStr(KVStoreHandle store, int num, const char* const* 
  * merged by the updater (or assigned when none is set). `priority` is accepted for
  * compatibility; in-process stores complete the push before returning. Every value must have
  * the stored shape and dtype.
- * Row_sparse values (local and device stores; the key's stored value in host memory): the
- * values of a key are summed by the union of their rows. Without an updater the stored value
- * becomes that sum cast to dense (rows not pushed become zero, as the reference's assign). A
- * callback updater receives the sum as a row_sparse `recv`; a built-in optimizer receives it
- * dense, or with lazy_update (sgd, adam) updates only the pushed rows, at a cost that scales
- * with those rows. A key whose values in one call mix dense and row_sparse ones is summed
- * dense (as if each row_sparse value were cast to dense). Other stores refuse row_sparse
- * values with NOT_SUPPORTED naming their type.
+ * Row_sparse values (local and device stores with the key's stored value in host memory,
+ * and dist_* stores): the values of a key are summed by the union of their rows. Without an
+ * updater the stored value becomes that sum cast to dense (rows not pushed become zero, as
+ * the reference's assign). A callback updater receives the sum as a row_sparse `recv`; a
+ * built-in optimizer receives it dense, or with lazy_update (sgd, adam) updates only the
+ * pushed rows, at a cost that scales with those rows. A key whose values in one call mix
+ * dense and row_sparse ones is summed dense (as if each row_sparse value were cast to
+ * dense). dist_* stores send only the summed rows (never compressed) and sum the workers'
+ * pushes of a sync round by the union of rows in rank order (docs/DISTRIBUTED.md); they
+ * refuse row_sparse values in KVStorePushPull with NOT_SUPPORTED. Other stores refuse
+ * row_sparse values with NOT_SUPPORTED naming their type.
  * Errors: NULL_POINTER, INVALID_ARGUMENT, UNKNOWN_KEY, KEY_KIND_MISMATCH, SHAPE_MISMATCH,
  * DTYPE_MISMATCH, CALLBACK, DEVICE, CUDA, and distributed errors. */
 KVSTORE_API int KVStorePush(KVStoreHandle store, int num, const int* keys,
@@ -386,12 +389,15 @@ KVSTORE_API int KVStorePullStr(KVStoreHandle store, int num, const char* const* 
  * allowed (a float value like 2.0 counts; 2.5 does not). A key may be listed several
  * times, each with its own output and row_ids; for one row_ids and many outputs, list the
  * same row_ids handle for each. outs[i] must have the key's logical shape and dtype. The
- * cost is the rows named, not the size of the value. Local and device stores only.
+ * cost is the rows named, not the size of the value. Local, device and dist_* stores. On
+ * dist_* stores only the requested rows cross the network, in both directions, and the call
+ * returns once they arrived (unlike KVStorePull, it does not complete asynchronously); it
+ * is ordered after the caller's earlier pushes of the key.
  * Errors: NULL_POINTER, INVALID_ARGUMENT (num < 0, a dense output, a row_sparse row_ids,
  * a non-integral or out-of-range row id: the message names the element), UNKNOWN_KEY,
- * KEY_KIND_MISMATCH, SHAPE_MISMATCH, DTYPE_MISMATCH, NOT_SUPPORTED (the nccl and dist_*
- * stores, naming the type; a key whose stored value is on a GPU). On error no output
- * changes. */
+ * KEY_KIND_MISMATCH, SHAPE_MISMATCH, DTYPE_MISMATCH, NOT_SUPPORTED (the nccl store, naming
+ * the type; a key whose stored value is on a GPU; on dist_* stores a key whose rows have
+ * more than 2^31 - 1 elements), and distributed errors. On error no output changes. */
 KVSTORE_API int KVStoreRowSparsePull(KVStoreHandle store, int num, const int* keys,
                                      const KVArrayHandle* outs, const KVArrayHandle* row_ids,
                                      int priority);
