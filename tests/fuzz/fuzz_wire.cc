@@ -157,7 +157,25 @@ std::string Generate(uint64_t seed, uint64_t index) {
     std::memcpy(&h.arg, &t, sizeof(t));
     if (r.Chance(80)) h.dtype = r.Chance(50) ? KV_FLOAT32 : KV_FLOAT16;
   }
-  if (packed && h.type != static_cast<uint16_t>(MsgType::kPull)) {
+  // A rows message (wire.h kFlagRowSparse): the row length in arg (now and then a bad one),
+  // row ids (now and then out of order or outside the part: the server must refuse them),
+  // and a push's rows.
+  const bool rows = data && !packed && r.Chance(20);
+  if (rows) {
+    h.flags |= kvstore::dist::kFlagRowSparse;
+    h.arg = r.Chance(80) ? 1 : r.Int(-1, 3);
+  }
+  const bool push_or_pull = h.type == static_cast<uint16_t>(MsgType::kPush) || h.type == static_cast<uint16_t>(MsgType::kPull);
+  if (rows && h.arg > 0 && push_or_pull) {
+    const int64_t n = r.Int(0, static_cast<int>(h.count / h.arg));
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t id = r.Chance(80) ? h.offset / h.arg + i : r.Int(-2, 50);
+      payload.append(reinterpret_cast<const char*>(&id), sizeof(id));
+    }
+    if (h.type == static_cast<uint16_t>(MsgType::kPush)) {
+      payload += RandomBytes(r, static_cast<size_t>(n * h.arg) * kvstore::DTypeSize(h.dtype));
+    }
+  } else if (packed && h.type != static_cast<uint16_t>(MsgType::kPull)) {
     const size_t per = (h.flags & kvstore::dist::kFlagOneBit) ? 32 : 16;
     payload = RandomBytes(r, (static_cast<size_t>(h.count) + per - 1) / per * 4);
   } else if (data && h.type != static_cast<uint16_t>(MsgType::kPull)) {

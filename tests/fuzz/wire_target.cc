@@ -9,7 +9,10 @@
 //    0 <= count <= total - offset, a payload of count * dtype-size bytes (none for a pull),
 //    or for a compressed push (one of the 2bit and 1bit flags; push or pushpull only;
 //    float32 or float16; a finite threshold in arg, > 0 for 2bit) 4 * ceil(count / 16 or
-//    32) bytes, and a string frame when the key is a string; ValidateHeader agrees; a ROUTER message
+//    32) bytes, or for a rows message (kFlagRowSparse; push or pull only, never compressed)
+//    a row length arg > 0 dividing offset, count and total and a payload of n <= count / arg
+//    rows of 8 + arg * dtype-size bytes (a push; n may be 0) or 8 bytes (a pull; n > 0),
+//    and a string frame when the key is a string; ValidateHeader agrees; a ROUTER message
 //    carries its sender's routing id; sent again with SendMessage it decodes to the same
 //    header, string and payload;
 //  - a message it refuses comes with a reason;
@@ -133,6 +136,7 @@ void CheckAccepted(const Message& m, size_t frames_after_header, bool router) {
   if (!IsData(h.type) && (h.flags & (dist::kFlagTwoBit | dist::kFlagOneBit)) != 0) {
     Broken("accepted compression flags on a %s", dist::MsgTypeName(h.type));
   }
+  if (!IsData(h.type) && (h.flags & dist::kFlagRowSparse) != 0) Broken("accepted the rows flag on a %s", dist::MsgTypeName(h.type));
   if (IsData(h.type)) {
     if (!IsValidDType(h.dtype)) Broken("accepted dtype %d", h.dtype);
     if (h.offset < 0 || h.total < 0 || h.count < 0 || h.offset > h.total || h.count > h.total - h.offset) {
@@ -155,7 +159,21 @@ void CheckAccepted(const Message& m, size_t frames_after_header, bool router) {
       const long double per = packed == dist::kFlagTwoBit ? 16 : 32;
       bytes = 4 * std::ceil(static_cast<long double>(h.count) / per);
     }
-    if (pull ? h.payload_len != 0 : static_cast<long double>(h.payload_len) != bytes) {
+    if ((h.flags & dist::kFlagRowSparse) != 0) {  // wire.h kFlagRowSparse
+      const bool push = h.type == static_cast<uint16_t>(MsgType::kPush);
+      if (!push && !pull) Broken("accepted rows on a %s", dist::MsgTypeName(h.type));
+      if (packed != 0) Broken("accepted a compressed rows message");
+      if (h.arg <= 0 || h.total % h.arg != 0 || h.offset % h.arg != 0 || h.count % h.arg != 0) {
+        Broken("accepted rows of length %d over elements [%lld, +%lld) of %lld", h.arg, static_cast<long long>(h.offset),
+               static_cast<long long>(h.count), static_cast<long long>(h.total));
+      }
+      const long double per = 8 + (push ? static_cast<long double>(h.arg) * (f32_sum ? 4 : DTypeSize(h.dtype)) : 0);
+      const long double n = static_cast<long double>(h.payload_len) / per;
+      if (n != std::floor(n) || n > static_cast<long double>(h.count / h.arg) || (pull && n == 0)) {
+        Broken("accepted a rows %s of %llu payload bytes (row length %d, %lld elements)", dist::MsgTypeName(h.type),
+               static_cast<unsigned long long>(h.payload_len), h.arg, static_cast<long long>(h.count));
+      }
+    } else if (pull ? h.payload_len != 0 : static_cast<long double>(h.payload_len) != bytes) {
       Broken("accepted a %s of %lld elements of dtype %d with %llu payload bytes", dist::MsgTypeName(h.type),
              static_cast<long long>(h.count), h.dtype, static_cast<unsigned long long>(h.payload_len));
     }
