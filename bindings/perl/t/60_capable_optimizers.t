@@ -52,6 +52,49 @@ throws_ok(sub { mx->optimizer->create('adadelta') }, 'KVStore::Error::InvalidArg
 throws_ok(sub { KVStore::Optimizer->new }, 'KVStore::Error::InvalidArgument', [qr/abstract/],
   'the base class is abstract');
 
+# lazy_update (SGD and Adam): given as 1 or 0; the other optimizers refuse it as any parameter
+# they do not have.
+is(KVStore::Optimizer::SGD->new(learning_rate => 0.5, lazy_update => 0)->spec,
+  'sgd(learning_rate=0.5,lazy_update=0)', 'lazy_update false');
+is(KVStore::Optimizer::Adam->new(lazy_update => 1, wd => 0.1)->spec, 'adam(lazy_update=1,wd=0.1)',
+  'lazy_update true');
+is(mx->optimizer->create('sgd', lazy_update => '')->spec, 'sgd(lazy_update=0)',
+  'any false value is 0');
+for my $class (qw(NAG AdaGrad RMSProp Test)) {
+  throws_ok(sub { "KVStore::Optimizer::$class"->new(lazy_update => 0) },
+    'KVStore::Error::InvalidArgument', [qr/lazy_update/, qr/\Q${\ lc $class}\E/],
+    "$class has no lazy_update");
+}
+
+# The 4x2 stored value after row_sparse pushes ([row, gradient] each) to ones under $opt.
+sub after_row_sparse_pushes {
+  my ($opt, @pushes) = @_;
+  my $s = mx->kv->create('local');
+  $s->init(0, mx->nd->ones([4, 2]));
+  $s->set_optimizer($opt);
+  $s->push(0, mx->nd->sparse->row_sparse_array([[[$_->[1], $_->[1]]], [$_->[0]]], shape => [4, 2]))
+    for @pushes;
+  my $out = mx->nd->zeros([4, 2]);
+  $s->pull(0, out => $out);
+  return [map { sprintf('%.6g', $_) } @{ vals($out) }];
+}
+# sgd(lr=0.5, wd=0.1), row 3 pushed with 1: 1 - 0.5*(1 + 0.1) = 0.45 there; a dense update also
+# decays the rows not pushed, 1 - 0.5*0.1 = 0.95. The library's default is lazy.
+my %sgd_wd = (learning_rate => 0.5, wd => 0.1);
+is_deeply(after_row_sparse_pushes(KVStore::Optimizer::SGD->new(%sgd_wd, lazy_update => 1), [3, 1]),
+  [1, 1, 1, 1, 1, 1, 0.45, 0.45], 'lazy sgd with wd changes the pushed row only');
+is_deeply(after_row_sparse_pushes(KVStore::Optimizer::SGD->new(%sgd_wd), [3, 1]),
+  [1, 1, 1, 1, 1, 1, 0.45, 0.45], 'lazy is the default');
+is_deeply(after_row_sparse_pushes(KVStore::Optimizer::SGD->new(%sgd_wd, lazy_update => 0), [3, 1]),
+  [0.95, 0.95, 0.95, 0.95, 0.95, 0.95, 0.45, 0.45], 'dense sgd with wd decays every row');
+# sgd(lr=0.5, momentum=0.9): row 1 pushed with 1 (momentum -0.5, w 0.5), then row 3: the momentum
+# carried over moves row 1 again (0.5 - 0.45 = 0.05) only in a dense update.
+my %sgd_mom = (learning_rate => 0.5, momentum => 0.9);
+is_deeply(after_row_sparse_pushes(KVStore::Optimizer::SGD->new(%sgd_mom, lazy_update => 1), [1, 1], [3, 1]),
+  [1, 1, 0.5, 0.5, 1, 1, 0.5, 0.5], 'lazy sgd: momentum stays in its row');
+is_deeply(after_row_sparse_pushes(KVStore::Optimizer::SGD->new(%sgd_mom, lazy_update => 0), [1, 1], [3, 1]),
+  [1, 1, 0.05, 0.05, 1, 1, 0.5, 0.5], 'dense sgd: momentum carries over');
+
 # An object installs exactly what its spec string installs.
 my @results;
 for my $opt (KVStore::Optimizer::SGD->new(learning_rate => 0.1, momentum => 0.9, wd => 0.01),

@@ -10,7 +10,13 @@ either. The update rules run in the library (docs/OPTIMIZERS.md); these classes 
 them. Each class takes, as keywords, exactly the parameters of its spec (an alias such as
 ``lr`` for ``learning_rate`` counts as its parameter); ``None`` means "not given" (the
 library's default, e.g. no clipping for ``clip_gradient=None``), and booleans (``centered``,
-``multi_precision``) are given as True/False.
+``multi_precision``, ``lazy_update``) are given as True/False.
+
+``SGD`` and ``Adam`` take ``lazy_update`` (the library's default is True, as the reference's):
+a row_sparse push then updates only the pushed rows of the weight and of the optimizer state;
+``lazy_update=False`` applies the push densely, so weight decay and momentum move every row
+(docs/OPTIMIZERS.md, "Row-sparse gradients: lazy updates"). Like the reference's ``NAG``,
+``AdaGrad`` and ``RMSProp``, the other classes do not take it (TypeError).
 
 Errors come at construction, never at ``set_optimizer``: an unknown keyword or positional
 arguments raise TypeError; a value the library refuses (out of range, not finite) raises
@@ -18,9 +24,8 @@ arguments raise TypeError; a value the library refuses (out of range, not finite
 values are checked by installing the spec on a scratch ``local`` store, so the binding and
 the library can never disagree about what a spec accepts.
 
-Not here (as in the library): learning-rate schedulers, ``lr_mult``/``wd_mult``,
-``lazy_update`` and the other reference arguments that have no spec parameter; passing them
-is a TypeError.
+Not here (as in the library): learning-rate schedulers, ``lr_mult``/``wd_mult`` and the
+other reference arguments that have no spec parameter; passing them is a TypeError.
 """
 import math
 import numbers
@@ -32,6 +37,10 @@ _COMMON = ("learning_rate", "wd", "rescale_grad", "clip_gradient")
 # float16 weights keep a float32 master copy; every optimizer takes it, rendered only when
 # True (False is the library's default).
 _MULTI_PRECISION = "multi_precision"
+# Row-sparse pushes update only their rows (sgd and adam only; the library's default is 1).
+_LAZY_UPDATE = "lazy_update"
+# The parameters sgd and nag share, in the order they are rendered.
+_MOMENTUM = ("learning_rate", "momentum", "wd", "rescale_grad", "clip_gradient")
 
 
 class Optimizer(object):
@@ -43,7 +52,7 @@ class Optimizer(object):
     name = None
     _params = ()
     _aliases = {}
-    _flags = (_MULTI_PRECISION, "centered")  # True/False parameters, rendered as 1/0
+    _flags = (_MULTI_PRECISION, "centered", _LAZY_UPDATE)  # True/False, rendered as 1/0
 
     def __init__(self, **kwargs):
         if type(self) is Optimizer:
@@ -149,22 +158,22 @@ def _check_spec(spec):
 class SGD(Optimizer):
     """Stochastic gradient descent with optional momentum (spec ``sgd``)."""
     name = "sgd"
-    _params = ("learning_rate", "momentum", "wd", "rescale_grad", "clip_gradient",
-               _MULTI_PRECISION)
+    _params = _MOMENTUM + (_LAZY_UPDATE, _MULTI_PRECISION)
     _aliases = {"lr": "learning_rate"}
 
 
 class NAG(Optimizer):
     """Nesterov accelerated gradient (spec ``nag``)."""
     name = "nag"
-    _params = SGD._params
+    _params = _MOMENTUM + (_MULTI_PRECISION,)
     _aliases = {"lr": "learning_rate"}
 
 
 class Adam(Optimizer):
     """Adam (spec ``adam``)."""
     name = "adam"
-    _params = ("learning_rate", "beta1", "beta2", "epsilon") + _COMMON[1:] + (_MULTI_PRECISION,)
+    _params = ("learning_rate", "beta1", "beta2", "epsilon") + _COMMON[1:] + \
+        (_LAZY_UPDATE, _MULTI_PRECISION)
     _aliases = {"lr": "learning_rate"}
 
 

@@ -1,5 +1,5 @@
-"""The reference's API surface beyond push/pull: is_capable, optimizer objects, nd.waitall
-and row indexing of NDArrays."""
+"""The reference's API surface beyond push/pull: is_capable, optimizer objects (with
+lazy_update's effect on row_sparse pushes), nd.waitall and row indexing of NDArrays."""
 import numpy
 import pytest
 
@@ -100,8 +100,8 @@ def test_optimizer_object_with_string_keys_and_test_optimizer(str_store):
 
 
 def test_optimizer_errors_come_at_construction():
-    with pytest.raises(TypeError, match="lazy_update"):
-        optimizer.SGD(lazy_update=False)  # a reference argument with no spec parameter
+    with pytest.raises(TypeError, match="param_idx2name"):
+        optimizer.SGD(param_idx2name={})  # a reference argument with no spec parameter
     with pytest.raises(TypeError, match="momentum"):
         optimizer.Adam(momentum=0.9)
     with pytest.raises(TypeError, match="given twice"):
@@ -143,6 +143,71 @@ def test_multi_precision_goes_into_the_spec_only_when_true():
         out = nd.zeros((4,), dtype="float16")
         store.pull(0, out=out)
     assert abs(float(out.asnumpy()[0]) - 1.1) < 2e-3
+
+
+@pytest.mark.parametrize("obj, spec", [
+    (optimizer.SGD(lazy_update=False), "sgd(lazy_update=0)"),
+    (optimizer.SGD(learning_rate=0.5, wd=0.1, lazy_update=True, multi_precision=True),
+     "sgd(learning_rate=0.5,wd=0.1,lazy_update=1,multi_precision=1)"),
+    (optimizer.SGD(lazy_update=None), "sgd"),
+    (optimizer.Adam(beta1=0.8, lazy_update=0), "adam(beta1=0.8,lazy_update=0)"),
+    (optimizer.create("adam", lazy_update=1), "adam(lazy_update=1)"),
+])
+def test_lazy_update_renders_into_sgd_and_adam_specs(obj, spec):
+    assert obj.spec == spec
+    assert obj == eval("optimizer." + repr(obj))
+
+
+@pytest.mark.parametrize("cls", [optimizer.NAG, optimizer.AdaGrad, optimizer.RMSProp,
+                                 optimizer.Test])
+def test_lazy_update_is_refused_where_the_optimizer_has_no_lazy_path(cls):
+    with pytest.raises(TypeError, match="unexpected keyword argument 'lazy_update'"):
+        cls(lazy_update=False)
+    with pytest.raises(TypeError, match="True or False"):
+        optimizer.SGD(lazy_update=0.5)
+
+
+def row_sparse_pushes(opt, pushes, shape=(4, 2)):
+    """The stored value after row_sparse pushes (each a dict row -> gradient row) of a key
+    initialised to ones, with opt installed."""
+    with kv.create("local") as store:
+        store.init(0, nd.ones(shape))
+        store.set_optimizer(opt)
+        for rows in pushes:
+            ids = sorted(rows)
+            store.push(0, nd.sparse.row_sparse_array(([rows[r] for r in ids], ids), shape=shape))
+        return value_of(store, 0, shape)
+
+
+def test_lazy_update_false_decays_rows_that_were_not_pushed():
+    # sgd(lr=0.5, wd=0.1), row 3 pushed with 1: w = 1 - 0.5*(1 + 0.1*1) = 0.45 there; a dense
+    # update also decays the other rows, 1 - 0.5*0.1 = 0.95.
+    sgd = lambda lazy: optimizer.SGD(learning_rate=0.5, wd=0.1, lazy_update=lazy)
+    lazy = row_sparse_pushes(sgd(True), [{3: [1, 1]}])
+    numpy.testing.assert_allclose(lazy, [[1, 1], [1, 1], [1, 1], [0.45, 0.45]], rtol=1e-6)
+    numpy.testing.assert_array_equal(row_sparse_pushes(sgd(None), [{3: [1, 1]}]), lazy)
+    dense = row_sparse_pushes(sgd(False), [{3: [1, 1]}])
+    numpy.testing.assert_allclose(dense, [[0.95, 0.95]] * 3 + [[0.45, 0.45]], rtol=1e-6)
+    # adam likewise: wd's gradient moves the rows not pushed only when lazy_update is False.
+    adam = lambda lazy: optimizer.Adam(learning_rate=0.1, wd=0.1, lazy_update=lazy)
+    lazy = row_sparse_pushes(adam(True), [{3: [1, 1]}])
+    dense = row_sparse_pushes(adam(False), [{3: [1, 1]}])
+    numpy.testing.assert_array_equal(lazy[:3], numpy.ones((3, 2)))
+    assert (dense[:3] < 0.95).all()
+    numpy.testing.assert_array_equal(lazy[3], dense[3])
+    assert (lazy[3] < 1).all()
+
+
+def test_lazy_update_false_carries_momentum_into_rows_that_were_not_pushed():
+    # sgd(lr=0.5, momentum=0.9): pushing row 1 with 1 makes its momentum -0.5 and w 0.5;
+    # a second push, of row 3 only, moves row 1 again (w = 0.5 + 0.9*-0.5 = 0.05) only when
+    # the update is dense. Rows never pushed have no momentum and stay 1 either way.
+    sgd = lambda lazy: optimizer.SGD(learning_rate=0.5, momentum=0.9, lazy_update=lazy)
+    pushes = [{1: [1, 1]}, {3: [1, 1]}]
+    numpy.testing.assert_allclose(row_sparse_pushes(sgd(True), pushes),
+                                  [[1, 1], [0.5, 0.5], [1, 1], [0.5, 0.5]], rtol=1e-6)
+    numpy.testing.assert_allclose(row_sparse_pushes(sgd(False), pushes),
+                                  [[1, 1], [0.05, 0.05], [1, 1], [0.5, 0.5]], rtol=1e-6)
 
 
 def test_set_optimizer_rejects_other_objects(store):

@@ -453,6 +453,46 @@ object ScalaConformance {
       kv.dispose()
     }
 
+    // lazyUpdate (SGD and Adam only: NAG, AdaGrad, RMSProp and Test have no such argument,
+    // so naming it there does not compile, as for any parameter a class does not have).
+    scenario("optimizer objects: lazyUpdate and row_sparse pushes") {
+      checkEq("lazyUpdate = false is given", "sgd(learning_rate=0.5,wd=0.1,lazy_update=0)",
+              new SGD(learningRate = 0.5, wd = 0.1, lazyUpdate = false).spec)
+      checkEq("lazyUpdate = true is the default", "sgd", new SGD(lazyUpdate = true).spec)
+      checkEq("adam", "adam(beta1=0.8,lazy_update=0,multi_precision=1)",
+              new Adam(beta1 = 0.8, multiPrecision = true, lazyUpdate = false).spec)
+      // The 4x2 stored value after row_sparse pushes (row, gradient) to ones under opt.
+      def afterPushes(opt: org.kvstore.scalaapi.Optimizer, pushes: (Long, Float)*): Seq[Float] = {
+        val kv = KVStore.create("local")
+        kv.init(0, NDArray.ones(Shape(4, 2)))
+        kv.setOptimizer(opt)
+        for ((row, g) <- pushes) kv.push(0, NDArray.rowSparseArray(Array(g, g), Array(row), Shape(4, 2)))
+        val out = NDArray.zeros(Shape(4, 2))
+        kv.pull(0, out)
+        kv.dispose()
+        out.toArray.toSeq
+      }
+      def checkClose(what: String, expected: Seq[Float], actual: Seq[Float]): Unit =
+        check(s"$what (expected $expected, got $actual)",
+              expected.size == actual.size && expected.zip(actual).forall { case (e, a) => math.abs(e - a) <= 1e-6f })
+      // sgd(lr=0.5, wd=0.1), row 3 pushed with 1: 1 - 0.5*(1 + 0.1) = 0.45 there; a dense update
+      // also decays the rows not pushed, 1 - 0.5*0.1 = 0.95.
+      checkClose("lazy sgd with wd changes the pushed row only", Seq[Float](1, 1, 1, 1, 1, 1, 0.45f, 0.45f),
+                 afterPushes(new SGD(learningRate = 0.5, wd = 0.1), 3L -> 1f))
+      checkClose("dense sgd with wd decays every row", Seq[Float](0.95f, 0.95f, 0.95f, 0.95f, 0.95f, 0.95f, 0.45f, 0.45f),
+                 afterPushes(new SGD(learningRate = 0.5, wd = 0.1, lazyUpdate = false), 3L -> 1f))
+      // sgd(lr=0.5, momentum=0.9): row 1 pushed with 1 (momentum -0.5, w 0.5), then row 3: the
+      // momentum carried over moves row 1 again (0.5 - 0.45 = 0.05) only in a dense update.
+      checkClose("lazy sgd: momentum stays in its row", Seq[Float](1, 1, 0.5f, 0.5f, 1, 1, 0.5f, 0.5f),
+                 afterPushes(new SGD(learningRate = 0.5, momentum = 0.9), 1L -> 1f, 3L -> 1f))
+      checkClose("dense sgd: momentum carries over", Seq[Float](1, 1, 0.05f, 0.05f, 1, 1, 0.5f, 0.5f),
+                 afterPushes(new SGD(learningRate = 0.5, momentum = 0.9, lazyUpdate = false), 1L -> 1f, 3L -> 1f))
+      val adamLazy = afterPushes(new Adam(learningRate = 0.1, wd = 0.1), 3L -> 1f)
+      val adamDense = afterPushes(new Adam(learningRate = 0.1, wd = 0.1, lazyUpdate = false), 3L -> 1f)
+      checkEq("lazy adam leaves the rows not pushed", Seq.fill(6)(1f), adamLazy.take(6))
+      check(s"dense adam decays them ($adamDense)", adamDense.take(6).forall(_ < 0.95f))
+    }
+
     scenario("rows: at, apply, slice, update") {
       val a = NDArray.array(Array[Float](0, 1, 2, 3, 4, 5), Shape(3, 2))
       checkEq("a(1)", Seq(2f, 3f), a(1).toArray.toSeq)

@@ -8,11 +8,15 @@ package KVStore::Optimizer;
 #
 # Classes: KVStore::Optimizer::SGD, ::NAG, ::Adam, ::AdaGrad, ::RMSProp, ::Test. Parameters are
 # the spec's (learning_rate or lr, wd, rescale_grad, clip_gradient, momentum, beta1, beta2,
-# epsilon, eps, gamma1, gamma2, rho, centered, clip_weights, multi_precision); undef leaves a
-# parameter at the library's default. centered and multi_precision are flags (true/false;
-# multi_precision is given only when true). The library checks the spec in new(), so an unknown
-# parameter or a value out of range dies there with KVStore::Error::InvalidArgument and the
-# library's message, never later in set_optimizer.
+# epsilon, eps, gamma1, gamma2, rho, centered, clip_weights, multi_precision, lazy_update); undef
+# leaves a parameter at the library's default. centered, multi_precision and lazy_update are
+# flags (true/false; multi_precision is given only when true). lazy_update (SGD and Adam; the
+# library's default is true): a row_sparse push updates only its rows of the weight and of the
+# optimizer state; false applies it densely, so weight decay and momentum move every row
+# (docs/OPTIMIZERS.md, "Row-sparse gradients: lazy updates"). The library checks the spec in
+# new(), so an unknown parameter (lazy_update for NAG, AdaGrad, RMSProp or Test included) or a
+# value out of range dies there with KVStore::Error::InvalidArgument and the library's message,
+# never later in set_optimizer.
 
 use strict;
 use warnings;
@@ -22,7 +26,7 @@ use Scalar::Util qw(looks_like_number);
 use KVStore::Raw ();
 use KVStore::Error;
 
-my %FLAG = (centered => 1, multi_precision => 1);
+my %FLAG = (centered => 1, multi_precision => 1, lazy_update => 1);
 my @CLASSES = qw(SGD NAG Adam AdaGrad RMSProp Test);
 
 sub _name { KVStore::Error->invalid('KVStore::Optimizer is abstract; use ::SGD, ::Adam, ... or create') }

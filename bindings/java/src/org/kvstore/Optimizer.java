@@ -70,7 +70,7 @@ public final class Optimizer {
     return with(param, Double.toString(value));
   }
 
-  /** This optimizer with a 0-or-1 spec parameter ("centered", "multi_precision"). */
+  /** This optimizer with a 0-or-1 spec parameter ("centered", "multi_precision", "lazy_update"). */
   public Optimizer set(String param, boolean value) {
     return with(param, value ? "1" : "0");
   }
@@ -123,6 +123,18 @@ public final class Optimizer {
 
   public Optimizer clipWeights(double v) {
     return set("clip_weights", v);
+  }
+
+  /**
+   * Whether a row_sparse push updates only its rows, of the weight and of the optimizer state
+   * (sgd and adam; the library's default is true, as the reference's SGD and Adam): with false
+   * the push is applied densely, so weight decay and momentum move every row
+   * (docs/OPTIMIZERS.md, "Row-sparse gradients: lazy updates"). The other optimizers do not
+   * have the parameter: setting it throws {@link KVInvalidArgumentException}, as for any
+   * parameter an optimizer does not have.
+   */
+  public Optimizer lazyUpdate(boolean v) {
+    return set("lazy_update", v);
   }
 
   /** float16 weights keep a float32 master copy (where the library supports it). */

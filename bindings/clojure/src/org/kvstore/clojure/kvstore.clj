@@ -160,7 +160,10 @@
   {:learning-rate 0.1 :momentum 0.9}). name is :sgd, :nag, :adam, :adagrad, :rmsprop or :test
   (or a string); parameters are the spec's (docs/OPTIMIZERS.md) as keywords, with - for _
   (:learning-rate or :lr, :clip-gradient, :multi-precision, ...); numbers, or true/false for
-  :centered and :multi-precision; nil leaves a parameter at its default. Returns an
+  :centered, :multi-precision and :lazy-update; nil leaves a parameter at its default.
+  :lazy-update (:sgd and :adam; the library's default is true): a row-sparse push updates only
+  its rows of the weight and of the state; false applies it densely, so weight decay and
+  momentum move every row (docs/OPTIMIZERS.md); the other optimizers refuse it. Returns an
   org.kvstore.Optimizer, which set-optimizer accepts. The library checks it at once: an unknown
   parameter or a value out of range raises ex-info with its message."
   ([name] (optimizer name {}))

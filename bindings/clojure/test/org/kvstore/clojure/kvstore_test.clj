@@ -228,6 +228,46 @@
       (is (= (all-of 6 6) (ndarray/->vec out))))
     (kvstore/dispose kv)))
 
+;; :lazy-update of sgd and adam, and its effect on row-sparse pushes.
+(defn- after-row-sparse-pushes
+  "The 4x2 stored value after row-sparse pushes ([row gradient] each) to ones under opt."
+  [opt & pushes]
+  (let [kv (kvstore/create "local")
+        out (ndarray/zeros [4 2])]
+    (kvstore/init kv 0 (ndarray/ones [4 2]))
+    (kvstore/set-optimizer kv opt)
+    (doseq [[row g] pushes]
+      (kvstore/push kv 0 (ndarray/row-sparse-array [g g] [row] [4 2])))
+    (kvstore/pull kv 0 out)
+    (kvstore/dispose kv)
+    (ndarray/->vec out)))
+
+(defn- close? [expected actual]
+  (and (= (count expected) (count actual))
+       (every? #(<= (Math/abs (double %)) 1e-6) (map - expected actual))))
+
+(deftest lazy-update
+  (is (= "sgd(lazy_update=0,learning_rate=0.5)"
+         (str (kvstore/optimizer :sgd {:learning-rate 0.5 :lazy-update false}))))
+  (is (= "adam(lazy_update=1,wd=0.1)" (str (kvstore/optimizer :adam {:wd 0.1 :lazy-update true}))))
+  (testing "optimizers without a lazy path refuse it as any parameter they do not have"
+    (doseq [o [:nag :adagrad :rmsprop :test]]
+      (let [e (caught #(kvstore/optimizer o {:lazy-update false}))]
+        (is (= "KV_ERR_INVALID_ARGUMENT" (:name (ex-data e))) (str o))
+        (is (str/includes? (str (ex-message e)) "lazy_update") (str o)))))
+  ;; sgd(lr=0.5, wd=0.1), row 3 pushed with 1: 1 - 0.5*(1 + 0.1) = 0.45 there; a dense update also
+  ;; decays the rows not pushed, 1 - 0.5*0.1 = 0.95. The library's default is lazy.
+  (let [sgd-wd (fn [lazy] (kvstore/optimizer :sgd {:learning-rate 0.5 :wd 0.1 :lazy-update lazy}))
+        lazy (after-row-sparse-pushes (sgd-wd true) [3 1])]
+    (is (close? [1 1 1 1 1 1 0.45 0.45] lazy) (str lazy))
+    (is (= lazy (after-row-sparse-pushes (sgd-wd nil) [3 1])) "lazy is the default")
+    (is (close? [0.95 0.95 0.95 0.95 0.95 0.95 0.45 0.45] (after-row-sparse-pushes (sgd-wd false) [3 1]))))
+  ;; sgd(lr=0.5, momentum=0.9): row 1 pushed with 1 (momentum -0.5, w 0.5), then row 3: the
+  ;; momentum carried over moves row 1 again (0.5 - 0.45 = 0.05) only in a dense update.
+  (let [sgd-mom (fn [lazy] (kvstore/optimizer :sgd {:learning-rate 0.5 :momentum 0.9 :lazy-update lazy}))]
+    (is (close? [1 1 0.5 0.5 1 1 0.5 0.5] (after-row-sparse-pushes (sgd-mom true) [1 1] [3 1])))
+    (is (close? [1 1 0.05 0.05 1 1 0.5 0.5] (after-row-sparse-pushes (sgd-mom false) [1 1] [3 1])))))
+
 (deftest ndarray-rows
   (let [a (ndarray/array [0 1 2 3 4 5] [3 2])]
     (is (= [(float 2) (float 3)] (ndarray/->vec (ndarray/row a 1))))

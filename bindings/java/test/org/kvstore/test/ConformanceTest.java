@@ -157,6 +157,7 @@ public final class ConformanceTest {
     scenario("close racing calls on other threads", ConformanceTest::closeRacingCalls);
     scenario("optimizer states: save, load, resume bit-identically", ConformanceTest::optimizerStates);
     scenario("isCapable and optimizer objects", ConformanceTest::capabilitiesAndOptimizers);
+    scenario("optimizer objects: lazyUpdate and row_sparse pushes", ConformanceTest::lazyUpdate);
     scenario("rows: row, rows, setRow", ConformanceTest::rowIndexing);
     scenario("row_sparse: arrays, push, rowSparsePull", ConformanceTest::rowSparse);
     scenario("gradient compression", ConformanceTest::gradientCompression);
@@ -725,6 +726,58 @@ public final class ConformanceTest {
       checkValues("test optimizer object with string keys", 7f, out);
       expectThrows("null optimizer", KVNullPointerException.class, () -> kv.setOptimizer((Optimizer) null));
     }
+  }
+
+  /** The 4x2 stored value after row_sparse pushes (each {row, gradient}) to ones under opt. */
+  private static float[] afterRowSparsePushes(Optimizer opt, float[][] pushes) {
+    Shape s42 = Shape.of(4, 2);
+    try (KVStore kv = KVStore.create("local")) {
+      kv.init(0, NDArray.ones(s42));
+      kv.setOptimizer(opt);
+      for (float[] p : pushes) {
+        kv.push(0, NDArray.rowSparse(new float[] {p[1], p[1]}, new long[] {(long) p[0]}, s42, Context.cpu()));
+      }
+      NDArray out = NDArray.zeros(s42);
+      kv.pull(0, out);
+      return out.toFloatArray();
+    }
+  }
+
+  private static void checkClose(String what, float[] expected, float[] actual) {
+    boolean ok = expected.length == actual.length;
+    for (int i = 0; ok && i < expected.length; ++i) ok = Math.abs(expected[i] - actual[i]) <= 1e-6f;
+    check(what + " (expected " + Arrays.toString(expected) + ", got " + Arrays.toString(actual) + ")", ok);
+  }
+
+  static void lazyUpdate() {
+    checkEq("sgd lazyUpdate(false)", "sgd(learning_rate=0.5,lazy_update=0)",
+        Optimizer.sgd().learningRate(0.5).lazyUpdate(false).spec());
+    checkEq("adam lazyUpdate(true)", "adam(lazy_update=1,wd=0.1)",
+        Optimizer.adam().lazyUpdate(true).wd(0.1).spec());
+    checkEq("generic set", Optimizer.sgd().lazyUpdate(false), Optimizer.sgd().set("lazy_update", false));
+    // Optimizers without a lazy path refuse it as they refuse any parameter they do not have.
+    for (Optimizer o : new Optimizer[] {Optimizer.nag(), Optimizer.adaGrad(), Optimizer.rmsProp(), Optimizer.test()}) {
+      KVInvalidArgumentException e = expectThrows(o.name() + " has no lazy_update",
+          KVInvalidArgumentException.class, () -> o.lazyUpdate(false));
+      checkMessage(o.name() + " refuses lazy_update", e, "lazy_update", o.name());
+    }
+    // sgd(lr=0.5, wd=0.1), row 3 pushed with 1: 1 - 0.5*(1 + 0.1) = 0.45 there; a dense update
+    // also decays the rows not pushed, 1 - 0.5*0.1 = 0.95. The library's default is lazy.
+    float[][] row3 = {{3, 1}};
+    Optimizer sgdWd = Optimizer.sgd().learningRate(0.5).wd(0.1);
+    float[] lazy = afterRowSparsePushes(sgdWd.lazyUpdate(true), row3);
+    checkClose("lazy sgd with wd changes the pushed row only", new float[] {1, 1, 1, 1, 1, 1, 0.45f, 0.45f}, lazy);
+    check("lazy is the default", Arrays.equals(lazy, afterRowSparsePushes(sgdWd, row3)));
+    checkClose("dense sgd with wd decays every row", new float[] {0.95f, 0.95f, 0.95f, 0.95f, 0.95f, 0.95f, 0.45f, 0.45f},
+        afterRowSparsePushes(sgdWd.lazyUpdate(false), row3));
+    // sgd(lr=0.5, momentum=0.9): row 1 pushed with 1 (momentum -0.5, w 0.5), then row 3: the
+    // momentum carried over moves row 1 again (0.5 - 0.45 = 0.05) only in a dense update.
+    float[][] row1Then3 = {{1, 1}, {3, 1}};
+    Optimizer sgdMom = Optimizer.sgd().learningRate(0.5).momentum(0.9);
+    checkClose("lazy sgd: momentum stays in its row", new float[] {1, 1, 0.5f, 0.5f, 1, 1, 0.5f, 0.5f},
+        afterRowSparsePushes(sgdMom.lazyUpdate(true), row1Then3));
+    checkClose("dense sgd: momentum carries over", new float[] {1, 1, 0.05f, 0.05f, 1, 1, 0.5f, 0.5f},
+        afterRowSparsePushes(sgdMom.lazyUpdate(false), row1Then3));
   }
 
   static void rowIndexing() {
