@@ -20,6 +20,10 @@
 //                        shape or dtype, a row_sparse pushpull: precise errors, and the key
 //                        still pulls its old value
 //   row_sparse_wire_rules  ValidateHeader on kFlagRowSparse messages
+//   row_sparse_float16_multi_precision_matches_local  float16 rows under multi_precision=1
+//                        (lazy sgd, and a dense `test`): W=1, S=2, three values per call (the
+//                        worker sends their float32 sum); W=2, S=2, rank 0 two values (a
+//                        float32 sum), rank 1 one (float16), added in float32 on the servers
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -319,6 +323,62 @@ void WireRowsRules() {
   CHECK_HAS(why(f16, 8 + 6), "whole number of rows");
 }
 
+// float16 rows whose float16 sums would round (2048 + 1 + 1 is 2048 in float16).
+std::unique_ptr<Array> HalfRsp(const std::vector<int64_t>& ids, float base, int r) {
+  std::unique_ptr<Array> a = Array::CreateRowSparse(kShape, KV_FLOAT16, Context{}, ids);
+  auto* p = static_cast<uint16_t*>(a->data());
+  for (int64_t i = 0; i < a->size(); ++i) p[i] = FloatToHalf(base + 0.25f * static_cast<float>((i + r) % 5));
+  return a;
+}
+
+// Rounds of three float16 values; W=1 pushes them in one call, with W=2 rank 0 pushes the
+// first two and rank 1 the third. Returns the dense pulls' bits.
+std::vector<std::vector<uint16_t>> DriveHalf(Store& s, const std::string& spec, int rank, int workers) {
+  if (rank == 0) s.SetOptimizer(spec);
+  if (workers > 1) s.distributed()->Barrier();
+  std::unique_ptr<Array> w0 = Array::Create(kShape, KV_FLOAT16, Context{});
+  InitKey(s, 5, *w0);
+  std::vector<std::vector<uint16_t>> pulled;
+  for (int r = 0; r < 4; ++r) {
+    std::vector<std::unique_ptr<Array>> vals;
+    vals.push_back(HalfRsp({1, 4, 7 + r}, 2048.0f, r));
+    vals.push_back(HalfRsp({4, 7 + r, 15}, 1.0f, r));
+    vals.push_back(HalfRsp({0, 4, 15}, 1.0f, r + 1));
+    std::vector<const Array*> mine;
+    for (size_t i = 0; i < vals.size(); ++i) {
+      if (workers == 1 || (rank == 0 && i < 2) || (rank == 1 && i == 2)) mine.push_back(vals[i].get());
+    }
+    const std::vector<int> keys(mine.size(), 5);
+    s.Push(KeyList::Ints(static_cast<int>(keys.size()), keys.data()), mine.data(), 0);
+    std::unique_ptr<Array> out = Array::Create(kShape, KV_FLOAT16, Context{});
+    PullKey(s, 5, out.get());
+    out->WaitPendingWrites();
+    const auto* p = static_cast<const uint16_t*>(out->data());
+    pulled.emplace_back(p, p + out->size());
+  }
+  return pulled;
+}
+
+void Float16MultiPrecisionMatchesLocal() {
+  for (const char* spec : {"sgd(lr=0.1,momentum=0.9,multi_precision=1)", "test(multi_precision=1)"}) {
+    std::unique_ptr<Store> local = CreateStore("local");
+    const std::vector<std::vector<uint16_t>> want = DriveHalf(*local, spec, 0, 1);
+    for (int workers = 1; workers <= 2; ++workers) {
+      Job::Options o;
+      o.num_workers = workers;
+      o.num_servers = 2;
+      o.bigarray_bound = 16;
+      Job job(o);
+      CHECK(job.formed());
+      if (!job.formed()) return;
+      std::vector<std::vector<std::vector<uint16_t>>> got(static_cast<size_t>(workers));
+      job.OnEachWorker("float16 rows", [&](int rank, Store& s) { got[static_cast<size_t>(rank)] = DriveHalf(s, spec, rank, workers); });
+      CHECK_JOB_OK(job.Finish());
+      for (const auto& g : got) CHECK_MSG(g == want, "%s, W=%d: the pulled bits differ from the local store's", spec, workers);
+    }
+  }
+}
+
 const Case kCases[] = {
     {"row_sparse_sync_one_worker_matches_local", SyncOneWorkerMatchesLocal},
     {"row_sparse_async_one_worker_matches_local", AsyncOneWorkerMatchesLocal},
@@ -326,6 +386,7 @@ const Case kCases[] = {
     {"row_sparse_sync_two_workers_match_local", SyncTwoWorkersMatchLocal},
     {"row_sparse_errors_change_nothing", ErrorsChangeNothing},
     {"row_sparse_wire_rules", WireRowsRules},
+    {"row_sparse_float16_multi_precision_matches_local", Float16MultiPrecisionMatchesLocal},
 };
 
 }  // namespace
