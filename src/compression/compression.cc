@@ -97,6 +97,37 @@ void Dequantize(Type type, float t, const uint8_t* in, O* out, int64_t i0, int64
   }
 }
 
+// float32 output: whole bytes through a table of their decoded values (values are packed in
+// memory order, so byte k holds values per*k .. per*k + per - 1), the same values and the
+// same additions as the scalar decoder; the ends and short ranges go through it.
+void Dequantize(Type type, float t, const uint8_t* in, float* out, int64_t i0, int64_t i1, bool add) {
+  const int per = type == Type::kTwoBit ? 4 : 8;  // values per byte
+  if (i1 - i0 < 512) {
+    Dequantize<float>(type, t, in, out, i0, i1, add);
+    return;
+  }
+  float table[256][8];
+  for (int b = 0; b < 256; ++b) {
+    const uint8_t byte = static_cast<uint8_t>(b);
+    for (int j = 0; j < per; ++j) {
+      table[b][j] = type == Type::kTwoBit ? Decode2Bit(&byte, j, t) : Decode1Bit(&byte, j);
+    }
+  }
+  const int64_t head = std::min(i1, (i0 + per - 1) / per * per);
+  Dequantize<float>(type, t, in, out, i0, head, add);
+  int64_t i = head;
+  for (; i + per <= i1; i += per) {
+    const float* v = table[in[i / per]];
+    float* o = out + i;
+    if (add) {
+      for (int j = 0; j < per; ++j) o[j] += v[j];
+    } else {
+      for (int j = 0; j < per; ++j) o[j] = v[j];
+    }
+  }
+  Dequantize<float>(type, t, in, out, i, i1, add);
+}
+
 // Runs fn(begin, end) over [0, n) in ranges aligned to `align`, on the worker pool when the
 // traffic (bytes) is large enough, else inline.
 template <typename Fn>

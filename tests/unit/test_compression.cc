@@ -182,6 +182,38 @@ static void test_half() {
 }
 
 // Error feedback: after any number of steps, sum of dequantised + residual == sum of gradients.
+// DequantizeAdd and Dequantize into float32 of long arrays (decoded a byte at a time through a
+// table from 512 values on, and split over the worker pool at any element) against the
+// packed bytes decoded one value at a time, on top of accumulators that are not zero.
+static void test_long_dequantize_add() {
+  for (const char* type : {"2bit", "1bit"}) {
+    const Compression c = Compression::Make(type, 0.375f);
+    for (int64_t n : {int64_t{511}, int64_t{512}, int64_t{513}, int64_t{1000}, int64_t{4099}, int64_t{1500001}}) {
+      std::mt19937 rng(static_cast<unsigned>(n));
+      std::vector<uint8_t> packed(4 * static_cast<size_t>(c.CompressedSize(n)));
+      for (uint8_t& b : packed) b = static_cast<uint8_t>(rng());
+      std::vector<float> acc(n), want(n), deq(n);
+      for (int64_t i = 0; i < n; ++i) {
+        acc[i] = 0.125f * static_cast<float>(i % 97) - 3.0f;
+        float v;
+        if (c.type() == compression::Type::kTwoBit) {
+          const int code = (packed[i / 4] >> (6 - 2 * (i % 4))) & 3;
+          v = code == 3 ? 0.375f : code == 2 ? -0.375f : 0.0f;
+        } else {
+          v = (packed[i / 8] >> (7 - i % 8)) & 1 ? 1.0f : -1.0f;
+        }
+        want[i] = acc[i] + v;
+        deq[i] = v;
+      }
+      std::vector<float> got(n);
+      c.Dequantize(packed.data(), n, KV_FLOAT32, got.data());
+      CHECK_MSG(got == deq, "%s n=%lld: Dequantize differs", type, static_cast<long long>(n));
+      c.DequantizeAdd(packed.data(), n, KV_FLOAT32, acc.data());
+      CHECK_MSG(acc == want, "%s n=%lld: DequantizeAdd differs", type, static_cast<long long>(n));
+    }
+  }
+}
+
 static void test_round_trip() {
   for (const char* type : {"2bit", "1bit"}) {
     const Compression c = Compression::Make(type, 0.25f);
@@ -268,6 +300,7 @@ int main() {
   test_one_bit_by_hand();
   test_layout_against_model();
   test_half();
+  test_long_dequantize_add();
   test_round_trip();
   test_validation();
   return check_summary();
