@@ -60,6 +60,14 @@
  *                   $KVSTORE_FAULT_DIR/<role>[-<id>].pid; rank 0 creates "training" there
  *                   once the keys are initialised.
  *
+ *   rowsparse R     row_sparse values on a (64, 20) float32 key split by rows over the servers
+ *                   (the test sets the big-array bound to 1000 elements): R sync rounds in
+ *                   which worker w pushes rows {w, 10, 32+i} of w+1 (assign: every other row
+ *                   becomes 0), each checked by a dense pull and a row_sparse_pull of ids
+ *                   {32+i, 10, 0, 63, 10} (only those rows, sorted); then R rounds of rows
+ *                   {20, 40} of 1 under lazy sgd(learning_rate=0.5): only those two rows
+ *                   move, by 0.5 * W per round; a row_sparse pushpull is refused.
+ *
  * Prints "PASS <scenario> rank R" and exits 0 on success; exits 1 with a message otherwise.
  */
 #include <math.h>
@@ -879,6 +887,90 @@ static int Faults(KVStoreHandle kv) {
 
 /* ------------------------------------------------------------------------------------ */
 
+#define RSP_ROWS 64
+#define RSP_COLS 20
+
+/* The dense value of the rowsparse key must be want[row] in every column. */
+static void ExpectRows(KVArrayHandle dense, const double* want, const char* what, int round) {
+  static float buf[RSP_ROWS * RSP_COLS];
+  REQUIRE_OK(KVArrayCopyToHost(dense, buf, sizeof(buf)));
+  for (int r = 0; r < RSP_ROWS; ++r) {
+    for (int c = 0; c < RSP_COLS; ++c) {
+      REQUIRE(buf[r * RSP_COLS + c] == want[r], "%s round %d: row %d column %d is %g, expected %g", what, round,
+              r, c, (double)buf[r * RSP_COLS + c], want[r]);
+    }
+  }
+}
+
+/* Pushes rows `ids` (increasing) of the rowsparse key, every element `value`. */
+static void PushRows(KVStoreHandle kv, int key, const int64_t* ids, int n, float value) {
+  const int64_t shape[2] = {RSP_ROWS, RSP_COLS};
+  KVArrayHandle v = NULL;
+  REQUIRE_OK(KVArrayCreateRowSparse(shape, 2, KV_FLOAT32, KV_CPU, 0, ids, n, &v));
+  float data[4 * RSP_COLS];
+  for (int i = 0; i < n * RSP_COLS; ++i) data[i] = value;
+  REQUIRE_OK(KVArrayCopyFromHost(v, data, (size_t)n * RSP_COLS * sizeof(float)));
+  REQUIRE_OK(KVStorePush(kv, 1, &key, &v, 0));
+  REQUIRE_OK(KVArrayFree(v));
+}
+
+static int RowSparse(KVStoreHandle kv, int rounds) {
+  int workers = 0;
+  REQUIRE_OK(KVStoreGetGroupSize(kv, &workers));
+  REQUIRE(workers <= 4 && rounds <= 5, "rowsparse runs with at most 4 workers and 5 rounds");
+  const int key = 7;
+  const int64_t shape[2] = {RSP_ROWS, RSP_COLS};
+  KVArrayHandle dense = New2D(RSP_ROWS, RSP_COLS, KV_FLOAT32);
+  FillValue(dense, 1.0);
+  REQUIRE_OK(KVStoreInit(kv, 1, &key, &dense));
+  KVArrayHandle out = NULL, ids = NewArray(5, KV_INT64);
+  REQUIRE_OK(KVArrayCreateRowSparse(shape, 2, KV_FLOAT32, KV_CPU, 0, NULL, 0, &out));
+  const double sum = workers * (workers + 1) / 2.0;
+  double want[RSP_ROWS];
+  for (int i = 0; i < rounds; ++i) { /* assign */
+    const int64_t mine[3] = {g_rank, 10, 32 + i};
+    PushRows(kv, key, mine, 3, (float)(g_rank + 1));
+    for (int r = 0; r < RSP_ROWS; ++r) want[r] = r < workers ? r + 1 : (r == 10 || r == 32 + i) ? sum : 0.0;
+    REQUIRE_OK(KVStorePull(kv, 1, &key, &dense, 0));
+    ExpectRows(dense, want, "rowsparse assign", i);
+    const int64_t asked[5] = {32 + i, 10, 0, RSP_ROWS - 1, 10};
+    REQUIRE_OK(KVArrayCopyFromHost(ids, asked, sizeof(asked)));
+    REQUIRE_OK(KVStoreRowSparsePull(kv, 1, &key, &out, &ids, 0));
+    int64_t n = 0, got_ids[4] = {0, 0, 0, 0};
+    REQUIRE_OK(KVArrayGetNumRows(out, &n));
+    REQUIRE(n == 4, "rowsparse round %d: row_sparse_pull gave %lld rows", i, (long long)n);
+    REQUIRE_OK(KVArrayGetRowIds(out, got_ids, 4));
+    const int64_t sorted[4] = {0, 10, 32 + i, RSP_ROWS - 1};
+    float rows[4 * RSP_COLS];
+    REQUIRE_OK(KVArrayCopyToHost(out, rows, sizeof(rows)));
+    for (int j = 0; j < 4; ++j) {
+      REQUIRE(got_ids[j] == sorted[j], "rowsparse round %d: row id %d is %lld", i, j, (long long)got_ids[j]);
+      for (int c = 0; c < RSP_COLS; ++c) {
+        REQUIRE(rows[j * RSP_COLS + c] == want[sorted[j]], "rowsparse round %d: pulled row %lld is %g, expected %g",
+                i, (long long)sorted[j], (double)rows[j * RSP_COLS + c], want[sorted[j]]);
+      }
+    }
+  }
+  if (g_rank == 0) REQUIRE_OK(KVStoreSetOptimizer(kv, "sgd(learning_rate=0.5)"));
+  REQUIRE_OK(KVStoreBarrier(kv));
+  for (int i = 0; i < rounds; ++i) { /* lazy sgd: rows 20 and 40 only */
+    const int64_t mine[2] = {20, 40};
+    PushRows(kv, key, mine, 2, 1.0f);
+    want[20] = want[40] = -0.5 * workers * (i + 1);
+    REQUIRE_OK(KVStorePull(kv, 1, &key, &dense, 0));
+    ExpectRows(dense, want, "rowsparse lazy sgd", i);
+  }
+  /* The dist stores pushpull dense values only. */
+  const int64_t one = 5;
+  KVArrayHandle v = NULL;
+  REQUIRE_OK(KVArrayCreateRowSparse(shape, 2, KV_FLOAT32, KV_CPU, 0, &one, 1, &v));
+  const int rc = KVStorePushPull(kv, 1, &key, &v, 1, &key, &dense, 0);
+  REQUIRE(rc == KV_ERR_NOT_SUPPORTED && strstr(KVGetLastError(), "pushpull"), "row_sparse pushpull: %s %s",
+          KVErrorName(rc), KVGetLastError());
+  KVArrayFree(v), KVArrayFree(out), KVArrayFree(ids), KVArrayFree(dense);
+  return 0;
+}
+
 static int Controller(int head, const char* body, void* user_data) {
   int* count = (int*)user_data;
   ++*count;
@@ -892,7 +984,7 @@ static int Controller(int head, const char* body, void* user_data) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: %s sync|async|assign|momentum|async_assign|crossed|determinism|api|killed|killed_server|killed_scheduler|faults|zerocopy ...\n", argv[0]);
+    fprintf(stderr, "usage: %s sync|async|assign|momentum|async_assign|crossed|determinism|api|killed|killed_server|killed_scheduler|faults|zerocopy|rowsparse ...\n", argv[0]);
     return 2;
   }
   const char* scenario = argv[1];
@@ -945,6 +1037,8 @@ int main(int argc, char** argv) {
     rc = KilledScheduler(kv);
     printf("PASS %s rank %d\n", scenario, g_rank);
     return rc; /* KilledScheduler freed the store */
+  } else if (strcmp(scenario, "rowsparse") == 0) {
+    rc = RowSparse(kv, argc > 2 ? atoi(argv[2]) : 3);
   } else if (strcmp(scenario, "zerocopy") == 0) {
     rc = ZeroCopy(kv, argc > 2 ? atoi(argv[2]) : 3);
   } else {
