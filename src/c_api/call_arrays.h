@@ -78,7 +78,7 @@ inline void CheckStorage(const Store& store, const KeyList& keys, CallArrays& ar
              "writes row_sparse ones)", what, i, keys.Name(i).c_str());
     KV_CHECK(store.takes_row_sparse(), KV_ERR_NOT_SUPPORTED,
              "%s: value %d (key %s) is row_sparse, which store type \"%s\" does not take yet (the "
-             "local and device stores do)", what, i, keys.Name(i).c_str(), store.type().c_str());
+             "local, device and dist_* stores do)", what, i, keys.Name(i).c_str(), store.type().c_str());
   }
 }
 

@@ -53,6 +53,6 @@ void KVStore_::LoadOptimizerStates(const std::string&) {
 
 void KVStore_::RowSparsePull(const KeyList&, Array* const*, const Array* const*, int) {
   KV_FAIL(KV_ERR_NOT_SUPPORTED,
-          "row_sparse_pull: store type \"%s\" does not support row_sparse_pull yet (the local and "
-          "device stores do)", type().c_str());
+          "row_sparse_pull: store type \"%s\" does not support row_sparse_pull yet (the local, device "
+          "and dist_* stores do)", type().c_str());
 }
