@@ -387,13 +387,13 @@ class LocalStore final : public Store {
     return groups;
   }
 
-  // Row-sparse groups need a host value; a mixed group is summed from dense casts.
+  // Marks row_sparse groups (RowSparsePush checks their value is in host memory, under the
+  // key's lock); a mixed group is summed from dense casts.
   void PlanStorage(PushGroup* g) const {
     size_t sparse = 0;
     for (const Array* v : g->vals) sparse += v->is_row_sparse() ? 1 : 0;
     if (sparse == 0) return;
     if (sparse == g->vals.size()) {
-      CheckHostValue(*g->entry->value, KeyName(*g->entry));
       g->row_sparse = true;
       return;
     }
@@ -437,6 +437,7 @@ class LocalStore final : public Store {
     for (PushGroup& g : groups) {
       if (!g.row_sparse) continue;
       Entry* e = g.entry;
+      CheckHostValue(*e->value, KeyName(*e));
       sparse.emplace_back(g.vals, &e->value, &e->candidate, &e->merged, &e->rows_grad, &e->rows_weight);
       sparse.back().Prepare(this, updater.get(), e->id, e->is_str ? e->str_key.c_str() : nullptr, &txn);
     }

@@ -17,7 +17,7 @@
 // Prepare for every row_sparse key of the call after its dense keys were computed (every
 // step that can fail: sums, allocations, the updater), and Commit for each only when all
 // keys of the call succeeded, before committing the txn. Stored values must be in host
-// memory (CheckHostValue, at planning): row_sparse arithmetic runs on the CPU.
+// memory (CheckHostValue, before Prepare): row_sparse arithmetic runs on the CPU.
 #pragma once
 
 #include <memory>
