@@ -66,7 +66,12 @@ bool AdoptReply(Array* out, Message* reply) {
 bool Op::CompletePart(const PartPlan& part, int dest, int st, const std::string& m,
                       Message* reply) {
   const WorkerKey& k = *key;
-  if (st == 0 && (type == MsgType::kPull || type == MsgType::kPushPull)) {
+  if (st == 0 && rows) {
+    if (reply != nullptr && dest >= 0 && static_cast<size_t>(dest) < row_replies.size()) {
+      row_replies[static_cast<size_t>(dest)].assign(static_cast<const char*>(reply->payload.data()),
+                                                    reply->payload.size());
+    }
+  } else if (st == 0 && (type == MsgType::kPull || type == MsgType::kPushPull)) {
     const size_t esize = DTypeSize(k.dtype);
     const size_t want = static_cast<size_t>(part.count) * esize;
     if (reply == nullptr || reply->payload.size() != want || reply->h.offset != part.offset ||

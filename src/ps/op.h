@@ -109,6 +109,10 @@ struct Op {
   // op still holds (the key's bound on payloads in flight).
   std::shared_ptr<const PackedPush> packed;
   std::shared_ptr<Waiter> waiter;
+  // A row_sparse pull (row_sparse_worker.h): its parts' reply payloads (the rows), by server
+  // rank, for the caller to read once `waiter` completed.
+  bool rows = false;
+  std::vector<std::string> row_replies;
   // A push, pushpull or init: its place among the key's pushes. A pull: the number of
   // pushes of the key queued before it.
   uint64_t push_seq = 0;

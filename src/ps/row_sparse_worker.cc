@@ -141,13 +141,13 @@ void CheckDensePushPull(const std::string& store_type, const KeyList& keys, cons
   }
 }
 
-void PullRows(WorkerIo& io, bool sync, const std::vector<WorkerKey*>& keys, Array* const* outs,
+void PullRows(WorkerIo& io, OpTracker& tracker, bool sync, const std::vector<WorkerKey*>& keys, Array* const* outs,
               const Array* const* row_ids, int priority, double deadline) {
   struct Pull {
     std::vector<int64_t> rows;
     std::vector<std::pair<PartPlan, std::pair<size_t, size_t>>> parts;  // parts asked
     std::shared_ptr<Waiter> waiter;
-    std::vector<std::string> replies;  // by server rank
+    std::shared_ptr<Op> op;  // its replies, once waiter completed
   };
   std::vector<Pull> pulls(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) {  // every check before any request leaves
@@ -170,17 +170,25 @@ void PullRows(WorkerIo& io, bool sync, const std::vector<WorkerKey*>& keys, Arra
     ids->array = Array::Create({static_cast<int64_t>(pl.rows.size())}, KV_INT64, Context{});
     if (!pl.rows.empty()) std::memcpy(ids->data(), pl.rows.data(), pl.rows.size() * sizeof(int64_t));
     std::vector<OutMsg> msgs;
+    // Every part gets a request, also one without a requested row: the Op finishes only
+    // after every earlier push of the key (op.h's ordering rule needs each server's reply).
     for (const PartPlan& p : k.parts) {
       const auto range = RowsIn(pl.rows, p, len);
-      if (range.first == range.second) continue;
       pl.parts.push_back({p, range});
       OutMsg om = RowMessage(io, MsgType::kPull, sync, k, p, len);
       om.payload = OutPayload{ids, range.first * sizeof(int64_t), (range.second - range.first) * sizeof(int64_t)};
       msgs.push_back(std::move(om));
     }
-    if (msgs.empty()) continue;
-    pl.waiter = std::make_shared<Waiter>(static_cast<int>(msgs.size()), io.num_servers());
-    for (OutMsg& om : msgs) om.waiter = pl.waiter;
+    auto op = std::make_shared<Op>();
+    op->type = MsgType::kPull;
+    op->key = keys[i];
+    op->rows = true;
+    op->row_replies.resize(static_cast<size_t>(io.num_servers()));
+    op->remaining = static_cast<int>(msgs.size());
+    op->waiter = pl.waiter = std::make_shared<Waiter>(1);
+    for (OutMsg& om : msgs) om.op = op;
+    pl.op = op;
+    tracker.Begin(*op);
     io.Enqueue(msgs, priority);
   }
   // Every reply arrives and is checked, every block is allocated, before any output changes;
@@ -190,10 +198,9 @@ void PullRows(WorkerIo& io, bool sync, const std::vector<WorkerKey*>& keys, Arra
     if (!pl.waiter) continue;
     const WorkerKey& k = *keys[i];
     pl.waiter->Wait(deadline, "row_sparse_pull of key " + k.display + ": not every server answered");
-    pl.replies = pl.waiter->TakePayloads();
     const size_t row_bytes = static_cast<size_t>(PlacementRowLen(k.shape)) * DTypeSize(k.dtype);
     for (const auto& part : pl.parts) {
-      const size_t got = pl.replies[static_cast<size_t>(part.first.server)].size();
+      const size_t got = pl.op->row_replies[static_cast<size_t>(part.first.server)].size();
       const size_t n = part.second.second - part.second.first;
       KV_CHECK(got == n * row_bytes, KV_ERR_PROTOCOL,
                "row_sparse_pull of key %s (server %d): malformed reply (%zu bytes for %zu rows)",
@@ -212,7 +219,7 @@ void PullRows(WorkerIo& io, bool sync, const std::vector<WorkerKey*>& keys, Arra
   for (size_t i = 0; i < keys.size(); ++i) {
     const size_t row_bytes = static_cast<size_t>(PlacementRowLen(keys[i]->shape)) * DTypeSize(keys[i]->dtype);
     for (const auto& part : pulls[i].parts) {
-      const std::string& reply = pulls[i].replies[static_cast<size_t>(part.first.server)];
+      const std::string& reply = pulls[i].op->row_replies[static_cast<size_t>(part.first.server)];
       if (!reply.empty()) {
         std::memcpy(static_cast<char*>(blocks[i].first.get()) + part.second.first * row_bytes, reply.data(), reply.size());
       }

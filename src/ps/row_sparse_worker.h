@@ -13,13 +13,15 @@
 //  - A key whose values mix dense and row_sparse ones is pushed dense, the row_sparse ones
 //    cast to dense (as the in-process stores sum it).
 //  - row_sparse_pull: the unique sorted ids (UniqueRowIds) of each output go, split by
-//    part, to the servers that hold them (parts without a requested row get no message);
-//    each reply carries just those rows. The call waits for its replies and then replaces
+//    part, to the servers that hold them (a part without a requested row gets a request of
+//    no id, so that the pull's replies follow every earlier push of the key, op.h); each
+//    reply carries just those rows. The call waits for its replies and then replaces
 //    each output's rows (Array::ReplaceRows): replacing the row set of an array that other
 //    threads may read (KVArrayGetNumRows, KVArrayGetRowIds do not wait for pending writes)
 //    cannot be done safely from the I/O thread, so this call is blocking, unlike dense
 //    pulls. Its requests are ordered after the caller's earlier pushes of the key (the send
-//    queue's per-key order), so it reads this worker's own writes.
+//    queue's per-key order), so it reads this worker's own writes, and it fails when the
+//    latest of those failed (op.h), as a dense pull does.
 // Threading: application threads only; the I/O thread completes the requests.
 #pragma once
 
@@ -57,8 +59,10 @@ std::vector<const Array*> DenseValues(int n, const Array* const* vals,
 void CheckDensePushPull(const std::string& store_type, const KeyList& keys, const Array* const* vals);
 
 // row_sparse_pull of keys[i] into the row_sparse outs[i] for the dense row_ids[i] (see
-// above); blocking, until `deadline` (clock.h). On error no output has changed.
-void PullRows(WorkerIo& io, bool sync, const std::vector<WorkerKey*>& keys, Array* const* outs,
+// above); blocking, until `deadline` (clock.h). Each key's requests form one Op (op.h), so
+// a pull that follows a failed push of its key fails as a dense pull does. On error no
+// output has changed.
+void PullRows(WorkerIo& io, OpTracker& tracker, bool sync, const std::vector<WorkerKey*>& keys, Array* const* outs,
               const Array* const* row_ids, int priority, double deadline);
 
 }  // namespace dist

@@ -100,7 +100,6 @@ static std::string ValidateRows(const WireHeader& h, uint64_t esize) {
   const uint64_t per_row = sizeof(int64_t) + (push ? row_bytes : 0);
   if (h.payload_len % per_row != 0) return "payload length is not a whole number of rows";
   if (h.payload_len / per_row > rows) return "more rows than the part holds";
-  if (!push && h.payload_len == 0) return "a row_sparse pull names no row";
   if ((h.flags & kFlagStrKey) != 0 && h.str_len == 0) return "string key without a name";
   return "";
 }

@@ -79,8 +79,9 @@ constexpr uint32_t kFlagOneBit = 1u << 4;
 // key's row length L > 0 (offset, count and total are multiples of it: parts hold whole
 // rows, placement.h). A push's payload is n int64 row ids (the key's global row numbers,
 // strictly increasing, all inside the part's rows) followed by those n rows' elements
-// (n * L of dtype, float32 with kFlagFloat32Sum); n may be 0. A pull's payload is the n
-// ids (n > 0) and its reply's payload those rows. Never compressed.
+// (n * L of dtype, float32 with kFlagFloat32Sum). A pull's payload is the n ids and its
+// reply's payload those rows. n may be 0 (every part of the key gets each push and pull,
+// so that their replies keep the per-key order of op.h). Never compressed.
 constexpr uint32_t kFlagRowSparse = 1u << 5;
 constexpr uint32_t kFlagKnownFlags =
     kFlagStrKey | kFlagSync | kFlagFloat32Sum | kFlagTwoBit | kFlagOneBit | kFlagRowSparse;

@@ -479,7 +479,7 @@ void WorkerStore::RowSparsePull(const KeyList& keys, Array* const* outs, const A
   CheckKind(keys);
   for (int i = 0; i < keys.size; ++i) ks.push_back(FindKey(keys, i));
   lock.unlock();
-  PullRows(*io_, sync_, ks, outs, row_ids, priority, ControlDeadline());
+  PullRows(*io_, tracker_, sync_, ks, outs, row_ids, priority, ControlDeadline());
 }
 
 // ---- Control requests --------------------------------------------------------

@@ -75,7 +75,10 @@ void WorkerIo::Enqueue(std::vector<OutMsg>& msgs, int priority) {
     e.key = m.order_key;
     if (m.op && m.op->type == MsgType::kPull) {
       e.kind = SendKind::kPull;
-      e.reply_bytes = static_cast<size_t>(m.part.count) * DTypeSize(m.op->key->dtype);
+      // A row_sparse pull's reply holds its ids' rows (wire.h kFlagRowSparse), not the part.
+      e.reply_bytes = (m.h.flags & kFlagRowSparse) != 0
+                          ? m.payload.nbytes / sizeof(int64_t) * static_cast<size_t>(m.h.arg) * DTypeSize(m.op->key->dtype)
+                          : static_cast<size_t>(m.part.count) * DTypeSize(m.op->key->dtype);
     } else if (m.op) {
       e.kind = SendKind::kPush;
     }

@@ -11,7 +11,7 @@
 //    float32 or float16; a finite threshold in arg, > 0 for 2bit) 4 * ceil(count / 16 or
 //    32) bytes, or for a rows message (kFlagRowSparse; push or pull only, never compressed)
 //    a row length arg > 0 dividing offset, count and total and a payload of n <= count / arg
-//    rows of 8 + arg * dtype-size bytes (a push; n may be 0) or 8 bytes (a pull; n > 0),
+//    rows of 8 + arg * dtype-size bytes (a push) or 8 bytes (a pull),
 //    and a string frame when the key is a string; ValidateHeader agrees; a ROUTER message
 //    carries its sender's routing id; sent again with SendMessage it decodes to the same
 //    header, string and payload;
@@ -169,7 +169,7 @@ void CheckAccepted(const Message& m, size_t frames_after_header, bool router) {
       }
       const long double per = 8 + (push ? static_cast<long double>(h.arg) * (f32_sum ? 4 : DTypeSize(h.dtype)) : 0);
       const long double n = static_cast<long double>(h.payload_len) / per;
-      if (n != std::floor(n) || n > static_cast<long double>(h.count / h.arg) || (pull && n == 0)) {
+      if (n != std::floor(n) || n > static_cast<long double>(h.count / h.arg)) {
         Broken("accepted a rows %s of %llu payload bytes (row length %d, %lld elements)", dist::MsgTypeName(h.type),
                static_cast<unsigned long long>(h.payload_len), h.arg, static_cast<long long>(h.count));
       }

@@ -20,6 +20,9 @@
 //                        shape or dtype, a row_sparse pushpull: precise errors, and the key
 //                        still pulls its old value
 //   row_sparse_wire_rules  ValidateHeader on kFlagRowSparse messages
+//   row_sparse_pull_after_failed_push  a row_sparse push the servers' updater fails: the
+//                        next row_sparse_pull of the key fails naming it (it cannot contain
+//                        the push), WaitAll reports the push, and then pulls work again
 //   row_sparse_float16_multi_precision_matches_local  float16 rows under multi_precision=1
 //                        (lazy sgd, and a dense `test`): W=1, S=2, three values per call (the
 //                        worker sends their float32 sum); W=2, S=2, rank 0 two values (a
@@ -306,7 +309,7 @@ void WireRowsRules() {
   CHECK(why(header(MsgType::kPull, 0, 3, 0, 30), 3 * 8).empty());           // 3 ids
   CHECK_HAS(why(header(MsgType::kPush, 0, 3, 30, 30), 2 * (8 + 12) + 4), "whole number of rows");
   CHECK_HAS(why(header(MsgType::kPush, 0, 3, 30, 30), 11 * (8 + 12)), "more rows than the part");
-  CHECK_HAS(why(header(MsgType::kPull, 0, 3, 0, 30), 0), "names no row");
+  CHECK(why(header(MsgType::kPull, 0, 3, 0, 30), 0).empty());               // no id
   CHECK_HAS(why(header(MsgType::kPull, 0, 3, 0, 30), 12), "whole number of rows");
   CHECK_HAS(why(header(MsgType::kPush, 0, 0, 30, 30), 0), "row length");
   CHECK_HAS(why(header(MsgType::kPush, 0, -3, 30, 30), 0), "row length");
@@ -379,6 +382,47 @@ void Float16MultiPrecisionMatchesLocal() {
   }
 }
 
+std::atomic<bool> g_fail_updates{false};
+int FailWhenAsked(int key, KVArrayHandle recv, KVArrayHandle stored, void* u) {
+  if (g_fail_updates.load()) return 1;
+  return HalfAndAdd(key, recv, stored, u);
+}
+
+void PullAfterFailedPush() {
+  Job::Options o;
+  o.num_servers = 2;
+  o.bigarray_bound = 16;
+  o.server_hooks = [](int, dist::ServerHooks* h) { h->updater = MakeCallbackUpdater(FailWhenAsked, nullptr, nullptr); };
+  g_fail_updates = false;
+  Job job(o);
+  CHECK(job.formed());
+  if (!job.formed()) return;
+  job.OnEachWorker("pull after a failed push", [&](int, Store& s) {
+    const Key key{false, 2, ""};
+    std::unique_ptr<Array> w0 = Dense(1.0f);
+    InitKey(s, 2, *w0);
+    std::unique_ptr<Array> v = Rsp({3, 15}, 1.0f);
+    PushKey(s, 2, *v);
+    const Pulled before = PullBoth(s, key);
+    g_fail_updates = true;
+    PushKey(s, 2, *v);
+    std::string msg;
+    std::unique_ptr<Array> ids = Array::Create({1}, KV_INT64, Context{});
+    std::unique_ptr<Array> out = Array::CreateRowSparse(kShape, KV_FLOAT32, Context{}, {});
+    const Array* id = ids.get();
+    Array* o1 = out.get();
+    const int two = 2;
+    CHECK(ErrorOf([&] { s.RowSparsePull(KeyList::Ints(1, &two), &o1, &id, 0); }, &msg) == KV_ERR_CALLBACK);
+    CHECK_HAS(msg, "follows a failed push");
+    CHECK(out->num_rows() == 0);
+    CHECK(ErrorOf([&] { s.WaitAll(); }, &msg) == KV_ERR_CALLBACK);
+    CHECK_HAS(msg, "key 2");
+    g_fail_updates = false;
+    CHECK(PullBoth(s, key) == before);
+  });
+  CHECK_JOB_OK(job.Finish());
+}
+
 const Case kCases[] = {
     {"row_sparse_sync_one_worker_matches_local", SyncOneWorkerMatchesLocal},
     {"row_sparse_async_one_worker_matches_local", AsyncOneWorkerMatchesLocal},
@@ -386,6 +430,7 @@ const Case kCases[] = {
     {"row_sparse_sync_two_workers_match_local", SyncTwoWorkersMatchLocal},
     {"row_sparse_errors_change_nothing", ErrorsChangeNothing},
     {"row_sparse_wire_rules", WireRowsRules},
+    {"row_sparse_pull_after_failed_push", PullAfterFailedPush},
     {"row_sparse_float16_multi_precision_matches_local", Float16MultiPrecisionMatchesLocal},
 };
 
