@@ -1,9 +1,12 @@
 /* test_row_sparse_store.c - row_sparse values in the in-process stores through the public C
  * ABI: init with a row_sparse value, pushes summed by the union of rows (assign, callback
  * updaters, built-in optimizers), mixed dense and row_sparse pushes, row_sparse_pull (row
- * ids in any order, duplicates, any dtype, several outputs, string keys), and the promise
- * that every failing call changes nothing. */
+ * ids in any order, duplicates, any dtype, several outputs, string keys), the promise
+ * that every failing call changes nothing, and pushes and pulls of one key from several
+ * threads at once. */
+#define _POSIX_C_SOURCE 200809L
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 
 #include "../common/arrays.h"
@@ -426,6 +429,93 @@ static void test_errors_change_nothing(void) {
   KVStoreFree(kv);
 }
 
+/* Several threads push row_sparse values of one key (a callback adds their rows) while
+ * others pull rows of it: no push is lost and no pulled row is ever half-updated. */
+enum { kPushers = 3, kPullers = 2, kRounds = 150, kBigRows = 64, kBigCols = 16 };
+static KVStoreHandle g_kv;
+
+static int add_rows(int key, KVArrayHandle recv, KVArrayHandle stored, void* user_data) {
+  (void)key, (void)user_data;
+  int64_t n = 0, ids[kBigRows];
+  float* w = NULL;
+  static __thread float block[kBigRows * kBigCols];
+  if (KVArrayGetNumRows(recv, &n) || KVArrayGetRowIds(recv, ids, kBigRows) ||
+      KVArrayCopyToHost(recv, block, (size_t)n * kBigCols * sizeof(float)) || KVArrayGetData(stored, (void**)&w)) {
+    return 1;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    for (int c = 0; c < kBigCols; ++c) w[ids[i] * kBigCols + c] += block[i * kBigCols + c];
+  }
+  return 0;
+}
+
+static void* pusher(void* arg) {
+  (void)arg;
+  const int64_t shape[2] = {kBigRows, kBigCols};
+  int64_t ids[kBigRows];
+  for (int r = 0; r < kBigRows; ++r) ids[r] = r;
+  KVArrayHandle g = NULL;
+  REQUIRE_OK(KVArrayCreateRowSparse(shape, 2, KV_FLOAT32, KV_CPU, 0, ids, kBigRows, &g));
+  float ones[kBigRows * kBigCols];
+  for (int i = 0; i < kBigRows * kBigCols; ++i) ones[i] = 1;
+  REQUIRE_OK(KVArrayCopyFromHost(g, ones, sizeof ones));
+  int key = 0;
+  long failures = 0;
+  for (int i = 0; i < kRounds; ++i) failures += KVStorePush(g_kv, 1, &key, &g, 0) != 0;
+  KVArrayFree(g);
+  return (void*)failures;
+}
+
+static void* puller(void* arg) {
+  (void)arg;
+  const int64_t shape[2] = {kBigRows, kBigCols};
+  const int64_t two = 2, want[2] = {kBigRows - 1, 0};
+  KVArrayHandle out = NULL, ids = NULL;
+  REQUIRE_OK(KVArrayCreateRowSparse(shape, 2, KV_FLOAT32, KV_CPU, 0, NULL, 0, &out));
+  REQUIRE_OK(KVArrayCreate(&two, 1, KV_INT64, KV_CPU, 0, &ids));
+  REQUIRE_OK(KVArrayCopyFromHost(ids, want, sizeof want));
+  int key = 0;
+  long failures = 0;
+  float block[2 * kBigCols];
+  for (int i = 0; i < kRounds; ++i) {
+    if (KVStoreRowSparsePull(g_kv, 1, &key, &out, &ids, 0) != 0 ||
+        KVArrayCopyToHost(out, block, sizeof block) != 0) {
+      ++failures;
+      continue;
+    }
+    for (int e = 1; e < 2 * kBigCols; ++e) failures += block[e] != block[0];
+  }
+  KVArrayFree(out), KVArrayFree(ids);
+  return (void*)failures;
+}
+
+static void test_threads(void) {
+  REQUIRE_OK(KVStoreCreate("local", &g_kv));
+  const int64_t shape[2] = {kBigRows, kBigCols};
+  KVArrayHandle zero = NULL;
+  REQUIRE_OK(KVArrayCreate(shape, 2, KV_FLOAT32, KV_CPU, 0, &zero));
+  int key = 0;
+  CHECK_OK(KVStoreInit(g_kv, 1, &key, &zero));
+  CHECK_OK(KVStoreSetUpdater(g_kv, add_rows, NULL, NULL));
+  pthread_t threads[kPushers + kPullers];
+  for (int t = 0; t < kPushers + kPullers; ++t) {
+    REQUIRE(pthread_create(&threads[t], NULL, t < kPushers ? pusher : puller, NULL) == 0, "pthread_create");
+  }
+  for (int t = 0; t < kPushers + kPullers; ++t) {
+    void* failures = NULL;
+    pthread_join(threads[t], &failures);
+    CHECK_MSG(failures == NULL, "thread %d: %ld failures", t, (long)failures);
+  }
+  float got[kBigRows * kBigCols];
+  CHECK_OK(KVStorePull(g_kv, 1, &key, &zero, 0));
+  KVArrayCopyToHost(zero, got, sizeof got);
+  int all = 1;
+  for (int i = 0; i < kBigRows * kBigCols; ++i) all &= got[i] == (float)(kPushers * kRounds);
+  CHECK_MSG(all, "element 0 is %g, want %d", got[0], kPushers * kRounds);
+  KVArrayFree(zero);
+  KVStoreFree(g_kv);
+}
+
 int main(void) {
   for (int s = 0; s < 2; ++s) {
     test_init_and_assign(kStores[s]);
@@ -434,5 +524,6 @@ int main(void) {
     test_row_sparse_pull(kStores[s]);
   }
   test_errors_change_nothing();
+  test_threads();
   return check_summary();
 }
