@@ -141,15 +141,64 @@ void CheckDensePushPull(const std::string& store_type, const KeyList& keys, cons
   }
 }
 
+namespace {
+
+// One key's part of a row_sparse_pull: its unique sorted ids, the id range asked of each
+// part, and the Op whose replies hold the rows (read once `waiter` completed).
+struct RowPull {
+  std::vector<int64_t> rows;
+  std::vector<std::pair<PartPlan, std::pair<size_t, size_t>>> parts;
+  std::shared_ptr<Waiter> waiter;
+  std::shared_ptr<Op> op;
+};
+
+// Queues the requests of `pl` for key `k`. Every part gets one, also a part without a
+// requested row: the Op finishes only after every earlier push of the key (op.h's ordering
+// rule needs each server's reply).
+void StartRowPull(WorkerIo& io, OpTracker& tracker, bool sync, WorkerKey* k, RowPull* pl, int priority) {
+  const int64_t len = PlacementRowLen(k->shape);
+  auto ids = std::make_shared<SharedBuf>();
+  ids->array = Array::Create({static_cast<int64_t>(pl->rows.size())}, KV_INT64, Context{});
+  if (!pl->rows.empty()) std::memcpy(ids->data(), pl->rows.data(), pl->rows.size() * sizeof(int64_t));
+  auto op = std::make_shared<Op>();
+  op->type = MsgType::kPull;
+  op->key = k;
+  op->rows = true;
+  op->row_replies.resize(static_cast<size_t>(io.num_servers()));
+  op->remaining = static_cast<int>(k->parts.size());
+  op->waiter = pl->waiter = std::make_shared<Waiter>(1);
+  pl->op = op;
+  std::vector<OutMsg> msgs;
+  for (const PartPlan& p : k->parts) {
+    const auto range = RowsIn(pl->rows, p, len);
+    pl->parts.push_back({p, range});
+    OutMsg om = RowMessage(io, MsgType::kPull, sync, *k, p, len);
+    om.payload = OutPayload{ids, range.first * sizeof(int64_t), (range.second - range.first) * sizeof(int64_t)};
+    om.op = op;
+    msgs.push_back(std::move(om));
+  }
+  tracker.Begin(*op);
+  io.Enqueue(msgs, priority);
+}
+
+// Waits for the replies of `pl` and checks that each holds its rows of `k`.
+void WaitRowPull(const WorkerKey& k, const RowPull& pl, double deadline) {
+  pl.waiter->Wait(deadline, "row_sparse_pull of key " + k.display + ": not every server answered");
+  const size_t row_bytes = static_cast<size_t>(PlacementRowLen(k.shape)) * DTypeSize(k.dtype);
+  for (const auto& part : pl.parts) {
+    const size_t got = pl.op->row_replies[static_cast<size_t>(part.first.server)].size();
+    const size_t n = part.second.second - part.second.first;
+    KV_CHECK(got == n * row_bytes, KV_ERR_PROTOCOL,
+             "row_sparse_pull of key %s (server %d): malformed reply (%zu bytes for %zu rows)",
+             k.display.c_str(), part.first.server, got, n);
+  }
+}
+
+}  // namespace
+
 void PullRows(WorkerIo& io, OpTracker& tracker, bool sync, const std::vector<WorkerKey*>& keys, Array* const* outs,
               const Array* const* row_ids, int priority, double deadline) {
-  struct Pull {
-    std::vector<int64_t> rows;
-    std::vector<std::pair<PartPlan, std::pair<size_t, size_t>>> parts;  // parts asked
-    std::shared_ptr<Waiter> waiter;
-    std::shared_ptr<Op> op;  // its replies, once waiter completed
-  };
-  std::vector<Pull> pulls(keys.size());
+  std::vector<RowPull> pulls(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) {  // every check before any request leaves
     const WorkerKey& k = *keys[i];
     const Array& out = *outs[i];
@@ -162,51 +211,10 @@ void PullRows(WorkerIo& io, OpTracker& tracker, bool sync, const std::vector<Wor
     WireRowLen(k, "row_sparse_pull");
     pulls[i].rows = UniqueRowIds(*row_ids[i], k.shape[0], "row_sparse_pull of key " + k.display);
   }
-  for (size_t i = 0; i < keys.size(); ++i) {
-    const WorkerKey& k = *keys[i];
-    Pull& pl = pulls[i];
-    const int64_t len = PlacementRowLen(k.shape);
-    auto ids = std::make_shared<SharedBuf>();
-    ids->array = Array::Create({static_cast<int64_t>(pl.rows.size())}, KV_INT64, Context{});
-    if (!pl.rows.empty()) std::memcpy(ids->data(), pl.rows.data(), pl.rows.size() * sizeof(int64_t));
-    std::vector<OutMsg> msgs;
-    // Every part gets a request, also one without a requested row: the Op finishes only
-    // after every earlier push of the key (op.h's ordering rule needs each server's reply).
-    for (const PartPlan& p : k.parts) {
-      const auto range = RowsIn(pl.rows, p, len);
-      pl.parts.push_back({p, range});
-      OutMsg om = RowMessage(io, MsgType::kPull, sync, k, p, len);
-      om.payload = OutPayload{ids, range.first * sizeof(int64_t), (range.second - range.first) * sizeof(int64_t)};
-      msgs.push_back(std::move(om));
-    }
-    auto op = std::make_shared<Op>();
-    op->type = MsgType::kPull;
-    op->key = keys[i];
-    op->rows = true;
-    op->row_replies.resize(static_cast<size_t>(io.num_servers()));
-    op->remaining = static_cast<int>(msgs.size());
-    op->waiter = pl.waiter = std::make_shared<Waiter>(1);
-    for (OutMsg& om : msgs) om.op = op;
-    pl.op = op;
-    tracker.Begin(*op);
-    io.Enqueue(msgs, priority);
-  }
+  for (size_t i = 0; i < keys.size(); ++i) StartRowPull(io, tracker, sync, keys[i], &pulls[i], priority);
   // Every reply arrives and is checked, every block is allocated, before any output changes;
   // an output whose storage can hold its new rows keeps it (as the local store's pulls).
-  for (size_t i = 0; i < keys.size(); ++i) {
-    Pull& pl = pulls[i];
-    if (!pl.waiter) continue;
-    const WorkerKey& k = *keys[i];
-    pl.waiter->Wait(deadline, "row_sparse_pull of key " + k.display + ": not every server answered");
-    const size_t row_bytes = static_cast<size_t>(PlacementRowLen(k.shape)) * DTypeSize(k.dtype);
-    for (const auto& part : pl.parts) {
-      const size_t got = pl.op->row_replies[static_cast<size_t>(part.first.server)].size();
-      const size_t n = part.second.second - part.second.first;
-      KV_CHECK(got == n * row_bytes, KV_ERR_PROTOCOL,
-               "row_sparse_pull of key %s (server %d): malformed reply (%zu bytes for %zu rows)",
-               k.display.c_str(), part.first.server, got, n);
-    }
-  }
+  for (size_t i = 0; i < keys.size(); ++i) WaitRowPull(*keys[i], pulls[i], deadline);
   std::vector<std::pair<std::shared_ptr<void>, size_t>> blocks(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) {
     outs[i]->WaitToWrite();
