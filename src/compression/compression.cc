@@ -189,6 +189,7 @@ Compression Compression::FromParams(
     const std::vector<std::pair<std::string, std::string>>& params) {
   const std::string* type = nullptr;
   float threshold = kDefaultThreshold;
+  bool pull = false;
   for (const auto& kv : params) {
     if (kv.first == "type") {
       type = &kv.second;
@@ -196,15 +197,25 @@ Compression Compression::FromParams(
       KV_CHECK(ParseFloat(kv.second, &threshold), KV_ERR_INVALID_ARGUMENT,
                "gradient compression: threshold \"%s\" is not a float32 number",
                kv.second.substr(0, 64).c_str());
+    } else if (kv.first == "pull") {
+      KV_CHECK(kv.second == "0" || kv.second == "1", KV_ERR_INVALID_ARGUMENT,
+               "gradient compression: pull \"%s\" is neither \"0\" nor \"1\"",
+               kv.second.substr(0, 64).c_str());
+      pull = kv.second == "1";
     } else {
       KV_FAIL(KV_ERR_INVALID_ARGUMENT,
-              "gradient compression: unknown parameter \"%s\" (expected \"type\" or \"threshold\")",
+              "gradient compression: unknown parameter \"%s\" (expected \"type\", \"threshold\" or \"pull\")",
               kv.first.substr(0, 64).c_str());
     }
   }
   KV_CHECK(type != nullptr, KV_ERR_INVALID_ARGUMENT,
            "gradient compression: the parameter \"type\" is required");
-  return Make(*type, threshold);
+  Compression c = Make(*type, threshold);
+  KV_CHECK(!pull || c.type_ == Type::kTwoBit, KV_ERR_INVALID_ARGUMENT,
+           "gradient compression: pull=1 needs type \"2bit\" (1bit moves every pulled value by +-1 "
+           "on each pull, so a weight would never settle)");
+  c.pull_ = pull;
+  return c;
 }
 
 std::optional<Compression> Compression::FromParamsOrNone(
@@ -216,9 +227,13 @@ std::optional<Compression> Compression::FromParamsOrNone(
   if (type == nullptr || *type != "none") return FromParams(params);
   for (const auto& kv : params) {
     float unused;
-    KV_CHECK(kv.first == "type" || kv.first == "threshold", KV_ERR_INVALID_ARGUMENT,
-             "gradient compression: unknown parameter \"%s\" (expected \"type\" or \"threshold\")",
+    KV_CHECK(kv.first == "type" || kv.first == "threshold" || kv.first == "pull",
+             KV_ERR_INVALID_ARGUMENT,
+             "gradient compression: unknown parameter \"%s\" (expected \"type\", \"threshold\" or \"pull\")",
              kv.first.substr(0, 64).c_str());
+    KV_CHECK(kv.first != "pull" || kv.second == "0" || kv.second == "1", KV_ERR_INVALID_ARGUMENT,
+             "gradient compression: pull \"%s\" is neither \"0\" nor \"1\"",
+             kv.second.substr(0, 64).c_str());
     KV_CHECK(kv.first != "threshold" || ParseFloat(kv.second, &unused), KV_ERR_INVALID_ARGUMENT,
              "gradient compression: threshold \"%s\" is not a float32 number",
              kv.second.substr(0, 64).c_str());

@@ -48,10 +48,12 @@ class Compression {
   // threshold may be zero or negative (MXNet master; 1.9.1 has no 1-bit type).
   static Compression Make(const std::string& type, float threshold = kDefaultThreshold);
 
-  // From key/value strings as SetGradientCompression receives them: "type" (required) and
-  // "threshold" (a decimal float32 in the C locale, whole string, default 0.5); a key given
-  // twice keeps its last value. Throws INVALID_ARGUMENT naming the offending key or value,
-  // for an unknown key too (the reference ignores unknown keys; a misspelt "threshold" would
+  // From key/value strings as SetGradientCompression receives them: "type" (required),
+  // "threshold" (a decimal float32 in the C locale, whole string, default 0.5) and "pull"
+  // ("0" or "1", default "0": also compress what dist stores pull, ps/compressed_pull.h;
+  // 2bit only, since 1bit moves every value by +-1 on each pull); a key given twice keeps
+  // its last value. Throws INVALID_ARGUMENT naming the offending key or value, for an
+  // unknown key too (the reference ignores unknown keys; a misspelt "threshold" would
   // silently use the default).
   static Compression FromParams(const std::vector<std::pair<std::string, std::string>>& params);
   // As FromParams, but "type": "none" means no compression (std::nullopt): how a store turns
@@ -64,6 +66,8 @@ class Compression {
 
   Type type() const { return type_; }
   float threshold() const { return threshold_; }
+  // Whether pulls are compressed too (the "pull" parameter; Make gives false).
+  bool pull() const { return pull_; }
   const char* type_name() const { return type_ == Type::kTwoBit ? "2bit" : "1bit"; }
   // Gradient values packed into one float32 word: 16 (2bit) or 32 (1bit).
   int values_per_word() const { return type_ == Type::kTwoBit ? 16 : 32; }
@@ -106,6 +110,7 @@ class Compression {
 
   Type type_;
   float threshold_;
+  bool pull_ = false;
 };
 
 }  // namespace compression

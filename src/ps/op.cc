@@ -8,6 +8,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "ps/clock.h"
+#include "ps/compressed_pull.h"
 
 namespace kvstore {
 namespace dist {
@@ -66,7 +67,13 @@ bool AdoptReply(Array* out, Message* reply) {
 bool Op::CompletePart(const PartPlan& part, int dest, int st, const std::string& m,
                       Message* reply) {
   const WorkerKey& k = *key;
-  if (st == 0 && rows) {
+  const std::string refused = pulled ? pulled->Receive(k, part, st, reply) : std::string();
+  if (!refused.empty()) {
+    if (status == 0) {
+      status = KV_ERR_PROTOCOL;
+      msg = StrFormat("%s of key %s (server %d): %s", OpVerb(type), k.display.c_str(), dest, refused.c_str());
+    }
+  } else if (st == 0 && rows) {
     if (reply != nullptr && dest >= 0 && static_cast<size_t>(dest) < row_replies.size()) {
       row_replies[static_cast<size_t>(dest)].assign(static_cast<const char*>(reply->payload.data()),
                                                     reply->payload.size());
@@ -74,7 +81,9 @@ bool Op::CompletePart(const PartPlan& part, int dest, int st, const std::string&
   } else if (st == 0 && (type == MsgType::kPull || type == MsgType::kPushPull)) {
     const size_t esize = DTypeSize(k.dtype);
     const size_t want = static_cast<size_t>(part.count) * esize;
-    if (reply == nullptr || reply->payload.size() != want || reply->h.offset != part.offset ||
+    // (A packed reply was unpacked by `pulled` above; one nobody asked for is refused.)
+    if (reply == nullptr || (reply->h.flags & (kFlagTwoBit | kFlagOneBit)) != 0 ||
+        reply->payload.size() != want || reply->h.offset != part.offset ||
         reply->h.count != part.count || reply->h.dtype != k.dtype) {
       status = KV_ERR_PROTOCOL;
       msg = StrFormat("%s of key %s (server %d): malformed reply", OpVerb(type), k.display.c_str(),

@@ -38,6 +38,7 @@ namespace kvstore {
 namespace dist {
 
 struct PackedPush;  // compressed_push.h
+struct PullPlan;    // compressed_pull.h
 
 // "push", "pull", ... for error messages.
 const char* OpVerb(MsgType t);
@@ -108,6 +109,8 @@ struct Op {
   // A compressed push or pushpull: what its messages carry instead of `payload`, which the
   // op still holds (the key's bound on payloads in flight).
   std::shared_ptr<const PackedPush> packed;
+  // A compressed pull: what each part asked for; its replies are unpacked through it.
+  std::shared_ptr<PullPlan> pulled;
   std::shared_ptr<Waiter> waiter;
   // A row_sparse pull (row_sparse_worker.h): its parts' reply payloads (the rows), by server
   // rank, for the caller to read once `waiter` completed.

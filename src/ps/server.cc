@@ -243,7 +243,8 @@ void Server::HandleData(Message& m, int rank) {
   }
   if (!SamePart(m, k) || !TakesFloat32Sum(m, *k) || !TakesRows(m, k)) return;
   Req r{type, rank, m.h.req_id, std::move(m.routing_id), std::move(m.payload), NowSec(),
-        (m.h.flags & kFlagFloat32Sum) != 0, PackingOf(m.h), (m.h.flags & kFlagRowSparse) != 0, m.h.arg};
+        (m.h.flags & kFlagFloat32Sum) != 0, PackingOf(m.h), (m.h.flags & kFlagRowSparse) != 0, m.h.arg,
+        (m.h.flags & kFlagExactPull) != 0};
   if (mode_ == 1) {
     Enqueue(k, std::move(r));
   } else if (type == MsgType::kPull) {

@@ -57,6 +57,7 @@
 #include <vector>
 
 #include "compression/compression.h"
+#include "ps/compressed_pull.h"
 #include "ps/ps.h"
 #include "ps/scheduler_link.h"
 #include "ps/security.h"
@@ -80,6 +81,9 @@ struct Req {
   std::optional<compression::Compression> packing = std::nullopt;
   bool row_sparse = false;  // kFlagRowSparse: the payload is row ids (and rows), wire.h
   int64_t row_len = 0;      // its row length
+  // A compressed pull (`packing` set on a PULL, compressed_pull.h) that asks for the exact
+  // values (kFlagExactPull).
+  bool exact_pull = false;
 };
 
 // One key's part on this server. `stored` is set by INIT and never null afterwards; `spare`
@@ -101,6 +105,9 @@ struct KeyState {
   int64_t row_len = 0;
   std::unique_ptr<Array> rows_view, rows_candidate, rows_merged;
   std::unique_ptr<RowScratch> grad_scratch, weight_scratch;
+  // Compressed pulls (compressed_pull.h): each worker's view of the part, by rank. Mutable:
+  // sending a value, which only reads the key otherwise, advances the view.
+  mutable std::vector<PullView> pull_views;
 };
 
 // memcpy for values that may have no elements (their data pointers are then null).
@@ -138,9 +145,13 @@ class Server {
              const KeyState* with_value = nullptr);
   void ReplyReq(const Req& r, int status, const std::string& msg, const KeyState* with_value) {
     if (r.row_sparse && status == 0 && with_value != nullptr) return ReplyRows(r, *with_value);
+    if (r.type == MsgType::kPull && status == 0 && with_value != nullptr) return ReplyPull(r, *with_value);
     Reply(r.routing_id, r.req_id, status, msg, with_value);
   }
   KeyState* Lookup(const Message& m, bool create, std::string* key_id);
+
+  // compressed_pull.cc: the answer to a dense pull, compressed when asked.
+  void ReplyPull(const Req& r, const KeyState& k);
 
   // server_row_sparse.cc: row_sparse pushes and pulls.
   bool TakesRows(const Message& m, KeyState* k);

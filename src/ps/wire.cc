@@ -67,17 +67,22 @@ static std::string ValidatePacking(const WireHeader& h) {
   const uint32_t packed = h.flags & (kFlagTwoBit | kFlagOneBit);
   if (packed == (kFlagTwoBit | kFlagOneBit)) return "both the 2bit and the 1bit flag";
   if ((h.flags & kFlagFloat32Sum) != 0) return "a compressed push is not a float32 sum";
+  const bool pull = h.type == static_cast<uint16_t>(MsgType::kPull);
+  const bool reply = h.type == static_cast<uint16_t>(MsgType::kReply);
   if (h.type != static_cast<uint16_t>(MsgType::kPush) &&
-      h.type != static_cast<uint16_t>(MsgType::kPushPull)) {
-    return "only a push or pushpull may be compressed";
+      h.type != static_cast<uint16_t>(MsgType::kPushPull) && !pull && !reply) {
+    return "only a push, pushpull, pull or reply may be compressed";
   }
-  if (h.dtype != KV_FLOAT32 && h.dtype != KV_FLOAT16) return "a compressed push must be float32 or float16";
+  if ((pull || reply) && packed != kFlagTwoBit) return "compressed pulls are 2bit only";
+  if ((h.flags & kFlagExactPull) != 0 && !pull) return "only a pull may ask for exact values";
+  if (h.dtype != KV_FLOAT32 && h.dtype != KV_FLOAT16) return "compressed values must be float32 or float16";
   float t;
   std::memcpy(&t, &h.arg, sizeof(t));
   if (!std::isfinite(t) || (packed == kFlagTwoBit && !(t > 0))) return "invalid compression threshold";
   const uint64_t per = packed == kFlagTwoBit ? 16 : 32;
   const uint64_t words = (static_cast<uint64_t>(h.count) + per - 1) / per;
-  if (h.payload_len != words * 4) return "payload length differs from the packed size of count";
+  if (pull && h.payload_len != 0) return "a pull carries no payload";
+  if (!pull && h.payload_len != words * 4) return "payload length differs from the packed size of count";
   if ((h.flags & kFlagStrKey) != 0 && h.str_len == 0) return "string key without a name";
   return "";
 }
@@ -132,8 +137,16 @@ std::string ValidateHeader(const WireHeader& h, size_t frames_after_header,
   if (h.str_len != str_frame_size) return "string frame length differs from the header";
   if (h.payload_len != payload_frame_size) return "payload length differs from the header";
   if ((h.flags & ~kFlagKnownFlags) != 0) return "unknown flags";
-  if ((h.flags & (kFlagTwoBit | kFlagOneBit)) != 0 && !IsDataType(h.type)) {
-    return "compression flags on a message that carries no values";
+  if ((h.flags & (kFlagTwoBit | kFlagOneBit | kFlagExactPull)) != 0 && !IsDataType(h.type)) {
+    if (h.type != static_cast<uint16_t>(MsgType::kReply) || (h.flags & kFlagExactPull) != 0 ||
+        h.status != 0) {
+      return "compression flags on a message that carries no values";
+    }
+    if (h.offset < 0 || h.count < 0) return "element range outside the value";
+    return ValidatePacking(h);  // a compressed pull's reply (compressed_pull.h)
+  }
+  if ((h.flags & kFlagExactPull) != 0 && (h.flags & kFlagTwoBit) == 0) {
+    return "an exact pull that is not a compressed pull";
   }
   if ((h.flags & kFlagRowSparse) != 0 && !IsDataType(h.type)) return "row flag on a message that is not a push or pull";
   if (h.type == static_cast<uint16_t>(MsgType::kSaveStates) && h.payload_len != 0) {

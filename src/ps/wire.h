@@ -83,8 +83,12 @@ constexpr uint32_t kFlagOneBit = 1u << 4;
 // reply's payload those rows. n may be 0 (every part of the key gets each push and pull,
 // so that their replies keep the per-key order of op.h). Never compressed.
 constexpr uint32_t kFlagRowSparse = 1u << 5;
-constexpr uint32_t kFlagKnownFlags =
-    kFlagStrKey | kFlagSync | kFlagFloat32Sum | kFlagTwoBit | kFlagOneBit | kFlagRowSparse;
+// Compressed pulls (ps/compressed_pull.h): a PULL with kFlagTwoBit (threshold bits in arg)
+// may be answered by a REPLY with kFlagTwoBit, the same arg and the part's change packed
+// (4 * ceil(count / 16) bytes); with kFlagExactPull too it asks for the raw values.
+constexpr uint32_t kFlagExactPull = 1u << 6;
+constexpr uint32_t kFlagKnownFlags = kFlagStrKey | kFlagSync | kFlagFloat32Sum | kFlagTwoBit |
+                                     kFlagOneBit | kFlagRowSparse | kFlagExactPull;
 
 // Fixed-size header; all integers in host byte order (the magic rejects a peer of the
 // other endianness). Data messages carry one part of one key: elements

@@ -31,7 +31,7 @@
 #include "core/dtype.h"
 #include "optimizer/optimizer.h"
 #include "ps/clock.h"
-#include "ps/compressed_push.h"
+#include "ps/compressed_pull.h"
 #include "ps/dist_states.h"
 #include "ps/log.h"
 #include "ps/mp_push.h"
@@ -64,7 +64,7 @@ class WorkerStore : public Store, public Distributed {
   }
   void SetStrUpdater(std::shared_ptr<Updater> u) override { SetUpdater(std::move(u)); }
   void SetOptimizer(const std::string& spec) override;
-  void SetGradientCompression(const std::optional<compression::Compression>& c) override { compressor_.Set(c); }
+  void SetGradientCompression(const std::optional<compression::Compression>& c) override { compressors_.Set(c); }
   void SaveOptimizerStates(const std::string& path) override;
   void LoadOptimizerStates(const std::string& path) override;
   int Rank() const override { return io_->rank(); }
@@ -118,7 +118,7 @@ class WorkerStore : public Store, public Distributed {
   bool barrier_before_exit_ = true;
   bool shut_down_ = false;  // Shutdown ran (from Close or the destructor)
 
-  PushCompressor compressor_;    // its own lock
+  Compressors compressors_;      // their own locks
   OpTracker tracker_;            // its own lock; outlives io_
   std::unique_ptr<WorkerIo> io_;
 
@@ -339,7 +339,7 @@ std::vector<OutMsg> WorkerStore::PartMessages(const std::shared_ptr<Op>& op) con
     om.order_key = k.order_id;
     msgs.push_back(std::move(om));
   }
-  if (op->packed) op->packed->Apply(&msgs);
+  Compressors::Apply(*op, &msgs);
   return msgs;
 }
 
@@ -354,7 +354,7 @@ void WorkerStore::StartDataOp(MsgType type, WorkerKey* k, PayloadRef payload,
   op->key = k;
   op->remaining = static_cast<int>(k->parts.size());
   op->payload = std::move(payload);
-  op->packed = compressor_.Pack(*op);  // compressed pushes (compressed_push.h)
+  compressors_.Prepare(op.get());  // compressed pushes and pulls (compressed_pull.h)
   op->outs = std::move(outs);
   op->waiter = waiter;
   bool need_staging = false;

@@ -9,7 +9,8 @@
 //    0 <= count <= total - offset, a payload of count * dtype-size bytes (none for a pull),
 //    or for a compressed push (one of the 2bit and 1bit flags; push or pushpull only;
 //    float32 or float16; a finite threshold in arg, > 0 for 2bit) 4 * ceil(count / 16 or
-//    32) bytes, or for a rows message (kFlagRowSparse; push or pull only, never compressed)
+//    32) bytes (a compressed pull, 2bit only, none; kFlagExactPull only there; a reply with
+//    kFlagTwoBit has status 0 and 4 * ceil(count / 16) bytes: ps/compressed_pull.h), or for a rows message (kFlagRowSparse; push or pull only, never compressed)
 //    a row length arg > 0 dividing offset, count and total and a payload of n <= count / arg
 //    rows of 8 + arg * dtype-size bytes (a push) or 8 bytes (a pull),
 //    and a string frame when the key is a string; ValidateHeader agrees; a ROUTER message
@@ -133,8 +134,23 @@ void CheckAccepted(const Message& m, size_t frames_after_header, bool router) {
   if (h.type == static_cast<uint16_t>(MsgType::kLoadStates) && (h.arg < 0 || h.arg > 1)) {
     Broken("accepted a LOAD_STATES with arg %d", h.arg);
   }
+  const bool reply = h.type == static_cast<uint16_t>(MsgType::kReply);
   if (!IsData(h.type) && (h.flags & (dist::kFlagTwoBit | dist::kFlagOneBit)) != 0) {
-    Broken("accepted compression flags on a %s", dist::MsgTypeName(h.type));
+    // Only a compressed pull's reply (ps/compressed_pull.h): 2bit, status 0, packed size.
+    float t;
+    std::memcpy(&t, &h.arg, sizeof(t));
+    if (!reply || h.status != 0 || (h.flags & dist::kFlagOneBit) != 0) {
+      Broken("accepted compression flags on a %s", dist::MsgTypeName(h.type));
+    } else if (!std::isfinite(t) || !(t > 0) || h.count < 0 || h.offset < 0 ||
+               (h.dtype != KV_FLOAT32 && h.dtype != KV_FLOAT16) ||
+               static_cast<long double>(h.payload_len) != 4 * std::ceil(static_cast<long double>(h.count) / 16)) {
+      Broken("accepted a compressed reply of %lld elements, %llu bytes", static_cast<long long>(h.count),
+             static_cast<unsigned long long>(h.payload_len));
+    }
+  }
+  if ((h.flags & dist::kFlagExactPull) != 0 &&
+      (h.type != static_cast<uint16_t>(MsgType::kPull) || (h.flags & dist::kFlagTwoBit) == 0)) {
+    Broken("accepted the exact-pull flag on a %s", dist::MsgTypeName(h.type));
   }
   if (!IsData(h.type) && (h.flags & dist::kFlagRowSparse) != 0) Broken("accepted the rows flag on a %s", dist::MsgTypeName(h.type));
   if (IsData(h.type)) {
@@ -151,7 +167,8 @@ void CheckAccepted(const Message& m, size_t frames_after_header, bool router) {
       std::memcpy(&t, &h.arg, sizeof(t));
       if (packed == (dist::kFlagTwoBit | dist::kFlagOneBit)) Broken("accepted both compression flags");
       if (f32_sum) Broken("accepted a compressed float32 sum");
-      if (h.type != static_cast<uint16_t>(MsgType::kPush) && h.type != static_cast<uint16_t>(MsgType::kPushPull)) {
+      if (h.type != static_cast<uint16_t>(MsgType::kPush) && h.type != static_cast<uint16_t>(MsgType::kPushPull) &&
+          !(pull && packed == dist::kFlagTwoBit)) {  // a pull may ask for 2bit replies only
         Broken("accepted a compressed %s", dist::MsgTypeName(h.type));
       }
       if (h.dtype != KV_FLOAT32 && h.dtype != KV_FLOAT16) Broken("accepted a compressed push of dtype %d", h.dtype);

@@ -20,7 +20,8 @@
 //                            float32 sum of its float16 values (mp_push.h) is what it
 //                            quantises
 //   wire_refuses_malformed   ValidateHeader refuses compressed messages with a wrong length,
-//                            both flags, a bad threshold, a pull or init, a non-float dtype
+//                            both flags, a bad threshold, an init, a non-float dtype (a
+//                            pull may ask for compression: test_compressed_pull.cc)
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -334,7 +335,7 @@ void WireRefusesMalformed() {
   check(header(dist::MsgType::kPush, two, INFINITY, KV_FLOAT32, 33), 12, "threshold");
   check(header(dist::MsgType::kPush, two, 0.5f, KV_FLOAT64, 33), 12, "float32 or float16");
   check(header(dist::MsgType::kInit, two, 0.5f, KV_FLOAT32, 33), 12, "only a push");
-  check(header(dist::MsgType::kPull, two, 0.5f, KV_FLOAT32, 33), 0, "only a push");
+  check(header(dist::MsgType::kPull, two, 0.5f, KV_FLOAT32, 33), 0, nullptr);  // compressed_pull.h
   check(header(dist::MsgType::kPush, two | dist::kFlagFloat32Sum, 0.5f, KV_FLOAT16, 33), 12, "float32 sum");
   WireHeader barrier = dist::MakeHeader(dist::MsgType::kBarrier, dist::Role::kWorker, 0);
   barrier.flags = two;
