@@ -27,19 +27,14 @@
 #include <unistd.h>
 
 #include "../tests/common/check.h"
+#include "common/timing.h"
 
 namespace {
 
+using bench::Median;
+using bench::Now;
+
 double g_min_seconds = 0.3;
-
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-double Median(std::vector<double> v) {
-  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-  return v[v.size() / 2];
-}
 
 // Median seconds per call of each function. The functions take turns, one batch each, for at
 // least g_min_seconds in all, so that a burst of load from other processes on this shared

@@ -30,17 +30,12 @@
 #include <vector>
 
 #include "../../tests/common/check.h"
+#include "../common/timing.h"
 
 namespace {
 
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-double Median(std::vector<double> v) {
-  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-  return v[v.size() / 2];
-}
+using bench::Median;
+using bench::Now;
 
 KVArrayHandle Dense(int64_t rows, int64_t cols, float value) {
   const int64_t shape[2] = {rows, cols};

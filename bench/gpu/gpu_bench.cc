@@ -28,8 +28,11 @@
 
 #include "../../tests/common/check.h"
 #include "kvstore/kvstore.h"
+#include "../common/timing.h"
 
 namespace {
+
+using bench::Now;
 
 #define BENCH_CUDA(call)                                                                    \
   do {                                                                                      \
@@ -39,11 +42,6 @@ namespace {
       std::exit(1);                                                                         \
     }                                                                                       \
   } while (0)
-
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 struct Options {
   double size_mb = 64;

@@ -29,22 +29,16 @@
 
 #include "core/array.h"
 #include "optimizer/optimizer.h"
+#include "../common/timing.h"
 
 namespace {
+
+using bench::Median;
+using bench::Now;
 
 using kvstore::Array;
 using kvstore::Shape;
 using kvstore::UpdateTxn;
-
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-double Median(std::vector<double> v) {
-  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-  return v[v.size() / 2];
-}
 
 struct Options {
   int64_t rows = 1000000;
