@@ -483,6 +483,8 @@ KVSTORE_API int KVStoreLoadOptimizerStates(KVStoreHandle store, const char* path
  *   "type"      (required) "2bit", "1bit", or "none" (compression off).
  *   "threshold" a decimal float32 (default 0.5); 2bit needs threshold > 0, 1bit takes any
  *               finite value.
+ *   "pull"      "0" (default) or "1" (or a number equal to one, "1.0"): dist_* stores also
+ *               compress dense pulls (2bit only, see below).
  * A key given twice keeps its last value; an unknown key is INVALID_ARGUMENT (the reference
  * ignores it). The quantisation is the reference's, bit for bit (docs/DISTRIBUTED.md,
  * "Gradient compression"): with error feedback, each pushed value is added to a float32
@@ -490,8 +492,21 @@ KVSTORE_API int KVStoreLoadOptimizerStates(KVStoreHandle store, const char* path
  * whatever t is (32 per 4 bytes), and what was not sent stays in the residual for the next
  * push.
  *  - What is compressed: pushes and pushpulls of float32 and float16 values (the reference
- *    compresses float32 only); values of other dtypes are pushed uncompressed. Init and pull
- *    are never compressed.
+ *    compresses float32 only); values of other dtypes are pushed uncompressed. Init is never
+ *    compressed, pulls only with "pull" = "1".
+ *  - "pull" = "1" (dist_* stores; beyond the reference): a pull of a float32 or float16 key
+ *    receives, per server part, the 2bit quantisation of the CHANGE since what this worker
+ *    was last sent: the server and the worker each keep a float32 view of the part (per
+ *    worker on the server), both add the dequantised reply (+t, -t or 0 per element) to it,
+ *    and the pull returns the view rounded to the key's dtype. A view behind the value moves
+ *    by at most t per element and pull; what was not sent goes out with the next pulls. The
+ *    first pull of a part under a setting, and the next one after a failed pull, return the
+ *    exact value and reset both views. Pushpull outputs and KVStoreRowSparsePull are exact.
+ *    The worker's views are freed when the setting changes or is turned off, a server's
+ *    views of a part for a worker at that worker's next pull of it without "pull" = "1".
+ *    device stores accept the parameter and ignore it (their pulls do not cross a network).
+ *    "pull" = "1" with 1bit is INVALID_ARGUMENT (+-1 per element and pull would never
+ *    settle).
  *  - device and local_allreduce_device stores: every value of a push (even a single one) is
  *    quantised with its own residual, one per key and position of the value among that key's
  *    values in the call (per device when each device's value comes in a fixed order), and
@@ -508,7 +523,8 @@ KVSTORE_API int KVStoreLoadOptimizerStates(KVStoreHandle store, const char* path
  * sent is lost. Allowed at any time; pushes already started finish with the setting they
  * started with. Errors: NULL_POINTER (store; keys, vals or one of their strings when
  * num_params > 0); INVALID_ARGUMENT (num_params < 0, a missing or unknown type, a threshold
- * that is not a finite float32 or is <= 0 for 2bit, an unknown key); NOT_SUPPORTED for the
+ * that is not a finite float32 or is <= 0 for 2bit, a "pull" other than "0" or "1", "pull" =
+ * "1" with 1bit, an unknown key); NOT_SUPPORTED for the
  * local, local_update_cpu, local_allreduce_cpu and nccl stores and a server or scheduler
  * process's handle (the reference silently ignores the setting on local stores). On error
  * the setting is unchanged. */

@@ -185,6 +185,19 @@ Compression Compression::Make(const std::string& type, float threshold) {
           type.substr(0, 64).c_str());
 }
 
+namespace {
+
+// The "pull" parameter: "0" or "1", or a number equal to one of them ("1.0": bindings send
+// numbers as decimal strings).
+bool ParsePull(const std::string& v) {
+  float x = -1;
+  KV_CHECK(ParseFloat(v, &x) && (x == 0 || x == 1), KV_ERR_INVALID_ARGUMENT,
+           "gradient compression: pull \"%s\" is neither \"0\" nor \"1\"", v.substr(0, 64).c_str());
+  return x == 1;
+}
+
+}  // namespace
+
 Compression Compression::FromParams(
     const std::vector<std::pair<std::string, std::string>>& params) {
   const std::string* type = nullptr;
@@ -198,10 +211,7 @@ Compression Compression::FromParams(
                "gradient compression: threshold \"%s\" is not a float32 number",
                kv.second.substr(0, 64).c_str());
     } else if (kv.first == "pull") {
-      KV_CHECK(kv.second == "0" || kv.second == "1", KV_ERR_INVALID_ARGUMENT,
-               "gradient compression: pull \"%s\" is neither \"0\" nor \"1\"",
-               kv.second.substr(0, 64).c_str());
-      pull = kv.second == "1";
+      pull = ParsePull(kv.second);
     } else {
       KV_FAIL(KV_ERR_INVALID_ARGUMENT,
               "gradient compression: unknown parameter \"%s\" (expected \"type\", \"threshold\" or \"pull\")",
@@ -231,9 +241,7 @@ std::optional<Compression> Compression::FromParamsOrNone(
              KV_ERR_INVALID_ARGUMENT,
              "gradient compression: unknown parameter \"%s\" (expected \"type\", \"threshold\" or \"pull\")",
              kv.first.substr(0, 64).c_str());
-    KV_CHECK(kv.first != "pull" || kv.second == "0" || kv.second == "1", KV_ERR_INVALID_ARGUMENT,
-             "gradient compression: pull \"%s\" is neither \"0\" nor \"1\"",
-             kv.second.substr(0, 64).c_str());
+    if (kv.first == "pull") ParsePull(kv.second);
     KV_CHECK(kv.first != "threshold" || ParseFloat(kv.second, &unused), KV_ERR_INVALID_ARGUMENT,
              "gradient compression: threshold \"%s\" is not a float32 number",
              kv.second.substr(0, 64).c_str());

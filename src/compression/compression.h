@@ -50,7 +50,8 @@ class Compression {
 
   // From key/value strings as SetGradientCompression receives them: "type" (required),
   // "threshold" (a decimal float32 in the C locale, whole string, default 0.5) and "pull"
-  // ("0" or "1", default "0": also compress what dist stores pull, ps/compressed_pull.h;
+  // ("0" or "1" or a number equal to one, default 0: also compress what dist stores pull,
+  // ps/compressed_pull.h;
   // 2bit only, since 1bit moves every value by +-1 on each pull); a key given twice keeps
   // its last value. Throws INVALID_ARGUMENT naming the offending key or value, for an
   // unknown key too (the reference ignores unknown keys; a misspelt "threshold" would

@@ -12,7 +12,7 @@
 //   pull_plan_refuses        a worker refuses a packed reply to a pull that did not ask for
 //                            one, to an exact pull, or with another threshold; a refused or
 //                            failed pull makes the next one exact
-//   pull_parameter_rules     "pull" is "0" or "1", 2bit only; the wire rules of the flags
+//   pull_parameter_rules     "pull" is "0" or "1" (or "1.0"), 2bit only; the wire rules
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -266,6 +266,8 @@ void PullParameterRules() {
   CHECK(Compression::FromParams({{"type", "2bit"}, {"pull", "1"}}).pull());
   CHECK(!Compression::FromParams({{"type", "2bit"}, {"pull", "0"}}).pull());
   CHECK(!Compression::FromParams({{"type", "2bit"}}).pull());
+  CHECK(Compression::FromParams({{"type", "2bit"}, {"pull", "1.0"}}).pull());  // Python's 1
+  CHECK(ErrorOf([] { Compression::FromParams({{"type", "2bit"}, {"pull", "0.5"}}); }) == KV_ERR_INVALID_ARGUMENT);
   CHECK(ErrorOf([] { Compression::FromParams({{"type", "2bit"}, {"pull", "yes"}}); }) == KV_ERR_INVALID_ARGUMENT);
   CHECK(ErrorOf([] { Compression::FromParams({{"type", "1bit"}, {"pull", "1"}}); }) == KV_ERR_INVALID_ARGUMENT);
   CHECK(!Compression::FromParamsOrNone({{"type", "none"}, {"pull", "1"}}).has_value());

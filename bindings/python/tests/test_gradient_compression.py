@@ -60,3 +60,18 @@ def test_refusals():
             store.set_gradient_compression({"type": "2bit", "treshold": 1})
         with pytest.raises(TypeError):
             store.set_gradient_compression("2bit")
+
+
+def test_pull_parameter():
+    # "pull" (docs/DISTRIBUTED.md, "Compressed pulls") compresses the dist
+    # stores' pulls; a device store accepts it and pulls exactly (nothing crosses a network).
+    with kv.create("device") as store:
+        store.set_gradient_compression({"type": "2bit", "threshold": 0.5, "pull": 1})
+        store.init(0, nd.zeros((4,)))
+        numpy.testing.assert_array_equal(push_pull(store, 0, [[0.3, 0.6, -0.7, 0.1]]),
+                                         [0, 0.5, -0.5, 0])
+        store.set_gradient_compression({"type": "2bit", "pull": "0"})
+        with pytest.raises(kvstore.InvalidArgumentError, match="pull"):
+            store.set_gradient_compression({"type": "1bit", "pull": "1"})
+        with pytest.raises(kvstore.InvalidArgumentError, match="pull"):
+            store.set_gradient_compression({"type": "2bit", "pull": "yes"})
