@@ -3,7 +3,7 @@
 //
 //   kvstore-launch -n W -s S -- dist_bench
 //       [--sizes 4K,64K,1M,16M,64M] [--seconds 0.5] [--window 8] [--reps 3]
-//       [--ops push,pull,pushpull] [--compression 2bit|1bit]
+//       [--ops push,pull,pushpull] [--compression 2bit|1bit] [--pull-compression 2bit]
 //
 // Raw ZeroMQ is measured in the store's topology: worker 0 starts one sink process per
 // server (this program re-executed with --zmq-sink), and every worker moves the same bytes to
@@ -31,6 +31,14 @@
 // header plus the payload per part) and those measured on the loopback interface (received
 // bytes of `lo` in /proc/net/dev over the push batches of all workers, so replies, ZeroMQ
 // framing, TCP/IP headers and barriers included, divided by the pushes).
+//
+// --pull-compression 2bit adds a third table: per size, pulls timed without compression and with
+// 2bit compression of both directions ("pull" = "1", threshold 0.5, ps/compressed_pull.h),
+// alternating, with the bytes of a pull's replies per worker (protocol and loopback, over
+// the pull batches); and "push+pull" (a push then a pull of the key, per iteration) without
+// and with. The key does not change during the pull batches, so a compressed pull after the
+// first (exact) one carries the packed zero change: the steady state of the bytes, at the
+// full cost of quantising on the servers and dequantising on the worker.
 #include <signal.h>
 #include <spawn.h>
 #include <sys/prctl.h>
@@ -80,11 +88,11 @@ double LoopbackBytes() {
   return bytes;
 }
 
-// "none" turns compression off.
-void SetCompression(KVStoreHandle kv, const std::string& type) {
-  const char* keys[2] = {"type", "threshold"};
-  const char* vals[2] = {type.c_str(), "0.5"};
-  REQUIRE_OK(KVStoreSetGradientCompression(kv, type == "none" ? 1 : 2, keys, vals));
+// "none" turns compression off; `pull` compresses pulls too (2bit).
+void SetCompression(KVStoreHandle kv, const std::string& type, bool pull = false) {
+  const char* keys[3] = {"type", "threshold", "pull"};
+  const char* vals[3] = {type.c_str(), "0.5", pull ? "1" : "0"};
+  REQUIRE_OK(KVStoreSetGradientCompression(kv, type == "none" ? 1 : 3, keys, vals));
 }
 
 // ---- raw ZeroMQ in the store's topology -------------------------------------------------
@@ -363,6 +371,7 @@ int main(int argc, char** argv) {
   int reps = 3;
   std::string ops = "push,pull,pushpull";  // --ops: a subset, e.g. for profiling
   std::string compression;                  // --compression 2bit|1bit: the second table
+  bool pull_compression = false;            // --pull-compression 2bit: the third table
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--sizes") {
@@ -383,6 +392,8 @@ int main(int argc, char** argv) {
       reps = std::max(1, std::atoi(argv[i + 1]));
     } else if (a == "--window") {
       window = std::atoi(argv[i + 1]);
+    } else if (a == "--pull-compression") {  // the one type that compresses pulls
+      pull_compression = std::string(argv[i + 1]) == "2bit";
     } else if (a == "--compression") {
       compression = argv[i + 1];
     }
@@ -440,6 +451,7 @@ int main(int argc, char** argv) {
                 "ratio", "pushL", "pullL", "zmqL", "zmqack", "ratio");
   }
   std::string comp_table;  // rows of the compression table, printed after the main one
+  std::string pull_table;  // rows of the pull compression table, printed last
   auto wanted = [&](const char* op) {
     return ("," + ops + ",").find(std::string(",") + op + ",") != std::string::npos;
   };
@@ -593,8 +605,60 @@ int main(int argc, char** argv) {
                     Median(wire[0]) / Median(wire[1]));
       comp_table += row;
     }
+    if (pull_compression) {
+      // Pulls and push+pull rounds without (mode 0) and with (mode 1) 2bit compression of
+      // both directions, alternating.
+      auto run_push_pull = [&](int cnt) {
+        for (int i = 0; i < cnt; ++i) {
+          REQUIRE_OK(KVStorePush(kv, 1, &key, &v, 0));
+          REQUIRE_OK(KVStorePull(kv, 1, &key, &outs[static_cast<size_t>(i % window)], 0));
+        }
+        for (auto& o : outs) REQUIRE_OK(KVArrayWaitToRead(o));
+      };
+      double proto[2] = {0, 0};
+      for (const Part& p : parts) {
+        proto[0] += 88 + static_cast<double>(p.bytes);
+        proto[1] += 88 + 4 * std::ceil(static_cast<double>(p.bytes / 4) / 16);
+      }
+      std::vector<double> pull_t[2], pp_t[2], wire[2], speed, pp_speed;
+      for (int rep = 0; rep < reps; ++rep) {
+        double t[2], tpp[2];
+        for (int m : {rep % 2, 1 - rep % 2}) {
+          SetCompression(kv, m ? "2bit" : "none", m == 1);
+          run_pull(window);  // warm-up: the first pull of a setting is exact (views reset)
+          REQUIRE_OK(KVStoreBarrier(kv));
+          const double lo0 = LoopbackBytes();
+          t[m] = timed("pull", run_pull);
+          wire[m].push_back((LoopbackBytes() - lo0) / (3.0 * count * n));
+          tpp[m] = timed("pull", run_push_pull);
+          pull_t[m].push_back(bytes / t[m] / 1e9);
+          pp_t[m].push_back(2.0 * bytes / tpp[m] / 1e9);
+        }
+        speed.push_back(t[0] / t[1]);
+        pp_speed.push_back(tpp[0] / tpp[1]);
+      }
+      SetCompression(kv, "none");
+      char row[256];
+      std::snprintf(row, sizeof(row), "%-7s| %-6.2f %-6.2f %-5.2f| %-6.2f %-6.2f %-5.2f| %-9.0f %-8.0f %-5.1f| %-9.0f %-8.0f %-5.1f\n",
+                    SizeName(bytes).c_str(), Median(pull_t[0]), Median(pull_t[1]), Median(speed),
+                    Median(pp_t[0]), Median(pp_t[1]), Median(pp_speed), proto[0], proto[1],
+                    proto[0] / proto[1], Median(wire[0]), Median(wire[1]),
+                    Median(wire[0]) / Median(wire[1]));
+      pull_table += row;
+    }
     KVArrayFree(v);
     for (auto& o : outs) KVArrayFree(o);
+  }
+  if (rank == 0 && pull_compression) {
+    std::printf("\npull compression 2bit (threshold 0.5, pull=1: both directions), the same pulls "
+                "without and with:\n%-7s| %-6s %-6s %-5s| %-6s %-6s %-5s| %-9s %-8s %-5s| %-9s %-8s %-5s\n",
+                "size", "pull", "pull-c", "x", "ps+pl", "ps+pl-c", "x", "protoB", "protoB-c", "ratio",
+                "loB", "loB-c", "ratio");
+    std::printf("%s", pull_table.c_str());
+    std::printf("GB/s per worker (ps+pl: a push then a pull, both directions counted); x = time "
+                "without / time with; protoB: header + payload bytes of one pull's replies; loB: "
+                "loopback bytes per pull and worker (requests, framing, TCP/IP, barriers "
+                "included)\n");
   }
   if (rank == 0 && !compression.empty()) {
     std::printf("\ngradient compression %s (threshold 0.5), the same pushes without and with:\n"
