@@ -148,7 +148,10 @@ std::string Generate(uint64_t seed, uint64_t index) {
   const bool data = h.type >= static_cast<uint16_t>(MsgType::kInit) && h.type <= static_cast<uint16_t>(MsgType::kPushPull);
   // A compressed push (ps/compressed_push.h): a 2bit or 1bit flag (now and then both), the
   // threshold's bits in arg (now and then one a server must refuse) and the packed bytes.
-  const bool packed = data && r.Chance(25);
+  // Also a compressed pull (2bit; now and then exact: kFlagExactPull) and a compressed
+  // pull's reply (ps/compressed_pull.h), now and then with a flag or status it must not have.
+  const bool reply = h.type == static_cast<uint16_t>(MsgType::kReply);
+  const bool packed = (data || reply) && r.Chance(25);
   if (packed) {
     static const float kThresholds[] = {0.5f, 1e-3f, 2.0f, 0.0f, -1.0f, std::nanf(""), INFINITY};
     h.flags |= r.Chance(50) ? kvstore::dist::kFlagTwoBit : kvstore::dist::kFlagOneBit;
@@ -156,11 +159,15 @@ std::string Generate(uint64_t seed, uint64_t index) {
     const float t = kThresholds[r.Chance(80) ? r.Int(0, 2) : r.Int(0, 6)];
     std::memcpy(&h.arg, &t, sizeof(t));
     if (r.Chance(80)) h.dtype = r.Chance(50) ? KV_FLOAT32 : KV_FLOAT16;
+    if (r.Chance(h.type == static_cast<uint16_t>(MsgType::kPull) ? 30 : 3)) h.flags |= kvstore::dist::kFlagExactPull;
+    if (reply && r.Chance(80)) h.status = 0;
+    if (reply && r.Chance(50)) h.offset = 0, h.count = r.Int(0, 40), h.total = h.count;
   }
   // A rows message (wire.h kFlagRowSparse): the row length in arg (now and then a bad one),
   // row ids (now and then out of order or outside the part: the server must refuse them),
   // and a push's rows.
   const bool rows = data && !packed && r.Chance(20);
+  if (!packed && r.Chance(2)) h.flags |= kvstore::dist::kFlagExactPull;
   if (rows) {
     h.flags |= kvstore::dist::kFlagRowSparse;
     h.arg = r.Chance(80) ? 1 : r.Int(-1, 3);
