@@ -1383,8 +1383,9 @@ void OpMisc(Rng& r, StoreModel& m) {
     }
     case 13: {  // gradient compression: only "none" is ever accepted (the model never compresses)
       static const char* const kParams[][2] = {{"type", "none"}, {"type", "2bit"}, {"type", "3bit"},
-                                               {"threshold", "0.5"}, {"type", ""}, {"treshold", "1"}};
-      const int which = r.Int(0, 5);
+                                               {"threshold", "0.5"}, {"type", ""}, {"treshold", "1"},
+                                               {"pull", "1"}};  // no type: refused
+      const int which = r.Int(0, 6);
       const char* keys[1] = {kParams[which][0]};
       const char* vals[1] = {kParams[which][1]};
       const bool compresses = m.type.find("device") != std::string::npos || m.type.find("dist") != std::string::npos;
