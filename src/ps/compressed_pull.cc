@@ -78,6 +78,7 @@ std::string PullPlan::Receive(const WorkerKey& k, const PartPlan& part, int st, 
   while (i < k.parts.size() && k.parts[i].offset != part.offset) ++i;
   if (i == k.parts.size()) return "a reply for no part of the key";
   std::lock_guard<std::mutex> lock(key->mu);
+  const bool was_valid = key->valid[i];
   key->valid[i] = false;  // until this reply proves otherwise
   if (st != 0 || reply == nullptr) return "";
   const Compression& c = replicas->compression();
@@ -94,7 +95,9 @@ std::string PullPlan::Receive(const WorkerKey& k, const PartPlan& part, int st, 
   }
   if (exact[i]) return "a compressed reply to an exact pull";
   if (h.arg != Bits(c.threshold())) return "a compressed reply with another threshold";
-  if (view.size() != n) return "a compressed reply to a part with no view";
+  // A pull of the part failed since this one was sent (a timed-out pull may have advanced
+  // the server's view): this view cannot take the change.
+  if (!was_valid || view.size() != n) return "a compressed reply to a part whose view is not current";
   if (reply->payload.size() != static_cast<size_t>(c.CompressedSize(part.count)) * sizeof(float)) {
     return "malformed reply";
   }

@@ -25,7 +25,8 @@
 // and kFlagExactPull when it asks for an exact answer. Its reply is raw (count values of
 // dtype) or carries kFlagTwoBit, the same threshold in arg and 4 * ceil(count / 16) bytes.
 // A worker refuses (PROTOCOL) a packed reply to a pull that did not ask for one, to an exact
-// pull, or with another threshold. Pushpull replies, row_sparse pulls and other dtypes than
+// pull, with another threshold, or for a part a pull of which failed since it was sent (a
+// timed-out pull may have advanced the server's view but not the worker's). Pushpull replies, row_sparse pulls and other dtypes than
 // float32/float16 are never compressed. A pull without the flag is answered raw and drops the
 // server's view of that part for that worker: turning pull compression off frees the
 // worker's replicas at once (Set), the servers' views at the next plain pull of each part.

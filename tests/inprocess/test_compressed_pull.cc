@@ -10,8 +10,9 @@
 //                            dropped), on again and under another threshold (exact again)
 //   pull_async_own_keys      dist_async, W=2: each worker pushes its own key and pulls both
 //   pull_plan_refuses        a worker refuses a packed reply to a pull that did not ask for
-//                            one, to an exact pull, or with another threshold; a refused or
-//                            failed pull makes the next one exact
+//                            one, to an exact pull, with another threshold, or after a pull
+//                            of the part failed; a refused or failed pull makes the next one
+//                            exact
 //   pull_parameter_rules     "pull" is "0" or "1" (or "1.0"), 2bit only; the wire rules
 #include <cmath>
 #include <cstdint>
@@ -248,8 +249,13 @@ void PullPlanRefuses() {
   m = reply(true, 0.5f);
   CHECK(plan->Receive(k, k.parts[0], 0, &m).empty());
   CHECK(m.payload.size() == 80 && (m.h.flags & dist::kFlagTwoBit) == 0);
+  plan = pc.Plan(op);
+  auto later = pc.Plan(op);  // sent before the first one fails
+  CHECK(!later->exact[0]);
   CHECK(plan->Receive(k, k.parts[0], KV_ERR_TIMEOUT, nullptr).empty());  // a failed pull
   CHECK(pc.Plan(op)->exact[0]);
+  m = reply(true, 0.5f);  // the server's view may be ahead of this worker's: refused
+  CHECK_HAS(later->Receive(k, k.parts[0], 0, &m), "not current");
   // An op without a plan (pull compression off) refuses a packed reply.
   dist::Op plain;
   plain.type = dist::MsgType::kPull;
