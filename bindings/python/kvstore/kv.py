@@ -463,10 +463,13 @@ class KVStore(object):
         ``{'type': '2bit', 'threshold': 0.5}`` (or ``'1bit'``; threshold defaults to 0.5),
         with the reference's quantisation and a residual per key (error feedback);
         ``{'type': 'none'}`` turns compression off again (the residuals are dropped).
-        float32 and float16 pushes are compressed, other dtypes go uncompressed; init and
-        pull never are. The device and dist_* stores compress; the others raise
-        NotSupportedError (MXNet ignores the setting on local stores). Unknown keys, types
-        or a bad threshold raise InvalidArgumentError and change nothing."""
+        float32 and float16 pushes are compressed, other dtypes go uncompressed; init never
+        is. ``'pull': 1`` (2bit, dist_* stores) also compresses pulls: each pull sends the
+        change since what this worker last received (the header's
+        KVStoreSetGradientCompression has the rules). The device and dist_* stores
+        compress; the others raise NotSupportedError (MXNet ignores the setting on local
+        stores). Unknown keys, types or a bad threshold raise InvalidArgumentError and
+        change nothing."""
         if not isinstance(compression_params, dict):
             raise TypeError("set_gradient_compression takes a dict such as {'type': '2bit', "
                             "'threshold': 0.5}, not %s" % type(compression_params).__name__)
