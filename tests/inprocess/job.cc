@@ -424,10 +424,27 @@ std::unique_ptr<Array> Ramp(int64_t n, float value) {
   return a;
 }
 
+std::unique_ptr<Array> FromFloats(const std::vector<float>& v, int dtype) {
+  KV_CHECK(dtype == KV_FLOAT32 || dtype == KV_FLOAT16, KV_ERR_INVALID_ARGUMENT,
+           "FromFloats: dtype %d is neither float32 nor float16", dtype);
+  auto a = Array::Create({static_cast<int64_t>(v.size())}, dtype, Context{});
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (dtype == KV_FLOAT32) static_cast<float*>(a->data())[i] = v[i];
+    else static_cast<uint16_t*>(a->data())[i] = FloatToHalf(v[i]);
+  }
+  return a;
+}
+
 std::vector<float> Values(Array& a) {
   a.WaitPendingWrites();
-  const auto* p = static_cast<const float*>(a.data());
-  return std::vector<float>(p, p + a.size());
+  KV_CHECK(a.dtype() == KV_FLOAT32 || a.dtype() == KV_FLOAT16, KV_ERR_INVALID_ARGUMENT,
+           "Values: %s is neither float32 nor float16", a.Describe().c_str());
+  std::vector<float> out(static_cast<size_t>(a.size()));
+  for (size_t i = 0; i < out.size(); ++i) {
+    out[i] = a.dtype() == KV_FLOAT32 ? static_cast<const float*>(a.data())[i]
+                                     : HalfToFloat(static_cast<const uint16_t*>(a.data())[i]);
+  }
+  return out;
 }
 
 void InitKey(Store& s, int key, const Array& value) {

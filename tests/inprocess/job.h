@@ -197,10 +197,12 @@ class Job {
 };
 
 // Float32 helpers for tests: a CPU array of `n` elements filled with `value` (or with
-// value + i at element i), and the elements of an array once its pending writes (pulls)
-// completed (throwing the pull's error).
+// value + i at element i); a CPU array of `dtype` (KV_FLOAT32, or KV_FLOAT16 with each value
+// rounded to half) holding `v`; and the elements of a float32 or float16 array (widened
+// exactly) once its pending writes (pulls) completed (throwing the pull's error).
 std::unique_ptr<Array> Filled(int64_t n, float value);
 std::unique_ptr<Array> Ramp(int64_t n, float value);
+std::unique_ptr<Array> FromFloats(const std::vector<float>& v, int dtype);
 std::vector<float> Values(Array& a);
 
 // One-key calls on a store, for int keys and string keys.

@@ -50,25 +50,6 @@ float Grad(int rank, int k, size_t i) {
          static_cast<float>(1 + (static_cast<int>(i) + k) % 2);
 }
 
-std::unique_ptr<Array> Make(const std::vector<float>& v, int dtype) {
-  auto a = Array::Create({static_cast<int64_t>(v.size())}, dtype, Context{});
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (dtype == KV_FLOAT32) static_cast<float*>(a->data())[i] = v[i];
-    else static_cast<uint16_t*>(a->data())[i] = FloatToHalf(v[i]);
-  }
-  return a;
-}
-
-std::vector<float> Read(Array& a) {
-  a.WaitPendingWrites();
-  std::vector<float> out(static_cast<size_t>(a.size()));
-  for (size_t i = 0; i < out.size(); ++i) {
-    out[i] = a.dtype() == KV_FLOAT32 ? static_cast<const float*>(a.data())[i]
-                                     : HalfToFloat(static_cast<const uint16_t*>(a.data())[i]);
-  }
-  return out;
-}
-
 bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
 }
@@ -77,7 +58,7 @@ bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
 struct Setting {
   bool on;
   float t;
-  std::optional<Compression> Make() const {
+  std::optional<Compression> FromFloats() const {
     if (!on) return std::nullopt;
     return Compression::FromParams({{"type", "2bit"}, {"threshold", std::to_string(t)}, {"pull", "1"}});
   }
@@ -176,20 +157,20 @@ void RunPulls(const std::string& type, const std::vector<PullKeyPlan>& keys, con
     expect.push_back(Expect(rounds, keys[ki].dtype, keys[ki].key, pushers, 2));
   }
   job.OnEachWorker("compressed pulls", [&](int rank, Store& s) {
-    for (const PullKeyPlan& pk : keys) InitKey(s, pk.key, *Make(std::vector<float>(kN, 0.0f), pk.dtype));
+    for (const PullKeyPlan& pk : keys) InitKey(s, pk.key, *FromFloats(std::vector<float>(kN, 0.0f), pk.dtype));
     for (size_t k = 0; k < rounds.size(); ++k) {
       if (k == 0 || rounds[k].on != rounds[k - 1].on || rounds[k].t != rounds[k - 1].t) {
         s.WaitAll();
-        s.SetGradientCompression(rounds[k].Make());
+        s.SetGradientCompression(rounds[k].FromFloats());
       }
       for (size_t ki = 0; ki < keys.size(); ++ki) {
         if (!sync && static_cast<int>(ki) != rank) continue;
         const PullKeyPlan& pk = keys[ki];
-        PushKey(s, pk.key, *Make(Grads(rank, static_cast<int>(k) + pk.key, pk.dtype), pk.dtype));
+        PushKey(s, pk.key, *FromFloats(Grads(rank, static_cast<int>(k) + pk.key, pk.dtype), pk.dtype));
         for (int p = 0; p < 2; ++p) {
-          auto out = Make(std::vector<float>(kN, 7.0f), pk.dtype);
+          auto out = FromFloats(std::vector<float>(kN, 7.0f), pk.dtype);
           PullKey(s, pk.key, out.get());
-          CHECK_MSG(SameBits(Read(*out), expect[ki][static_cast<size_t>(rank)][2 * k + static_cast<size_t>(p)]),
+          CHECK_MSG(SameBits(Values(*out), expect[ki][static_cast<size_t>(rank)][2 * k + static_cast<size_t>(p)]),
                     "%s worker %d key %d (%s) round %zu pull %d", type.c_str(), rank, pk.key,
                     DTypeName(pk.dtype), k, p);
         }

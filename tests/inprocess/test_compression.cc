@@ -67,26 +67,6 @@ float Grad(int v, int k, size_t i) {
          static_cast<float>(1 + (static_cast<int>(i) + k) % 3);
 }
 
-std::unique_ptr<Array> Make(const std::vector<float>& v, int dtype) {
-  auto a = Array::Create({static_cast<int64_t>(v.size())}, dtype, Context{});
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (dtype == KV_FLOAT32) static_cast<float*>(a->data())[i] = v[i];
-    else static_cast<uint16_t*>(a->data())[i] = FloatToHalf(v[i]);
-  }
-  return a;
-}
-
-// The elements as float32 (float16 widened), after pending writes.
-std::vector<float> Read(Array& a) {
-  a.WaitPendingWrites();
-  std::vector<float> out(static_cast<size_t>(a.size()));
-  for (size_t i = 0; i < out.size(); ++i) {
-    out[i] = a.dtype() == KV_FLOAT32 ? static_cast<const float*>(a.data())[i]
-                                     : HalfToFloat(static_cast<const uint16_t*>(a.data())[i]);
-  }
-  return out;
-}
-
 // The value gradient v of round k, as the store receives it (float16 rounded).
 std::vector<float> GradValues(int v, int k, size_t n, int dtype) {
   std::vector<float> g(n);
@@ -112,7 +92,7 @@ void DeviceStoreRounds() {
   for (int dtype : {KV_FLOAT32, KV_FLOAT16}) {
     constexpr size_t kN = 45;  // not a multiple of 16 or 32
     std::unique_ptr<Store> s = CreateStore("device");
-    InitKey(*s, 3, *Make(std::vector<float>(kN, 0.0f), dtype));
+    InitKey(*s, 3, *FromFloats(std::vector<float>(kN, 0.0f), dtype));
     // Schedule: 2bit x3, off, 2bit again (fresh residuals), 1bit (t = 0.25) x2.
     const std::vector<std::string> types = {"2bit", "2bit", "2bit", "none", "2bit", "1bit", "1bit"};
     std::vector<Model> models;
@@ -129,7 +109,7 @@ void DeviceStoreRounds() {
       std::vector<float> expect(kN, 0.0f);
       for (int v = 0; v < 2; ++v) {
         const std::vector<float> g = GradValues(v, k, kN, dtype);
-        vals.push_back(Make(g, dtype));
+        vals.push_back(FromFloats(g, dtype));
         for (size_t i = 0; i < kN; ++i) {
           expect[i] += ty == "none" ? g[i] : models[static_cast<size_t>(v)].Step(i, g[i]);
         }
@@ -138,9 +118,9 @@ void DeviceStoreRounds() {
       const int keys[2] = {3, 3};
       const Array* ptrs[2] = {vals[0].get(), vals[1].get()};
       s->Push(KeyList::Ints(2, keys), ptrs, 0);
-      auto out = Make(std::vector<float>(kN, 0.0f), dtype);
+      auto out = FromFloats(std::vector<float>(kN, 0.0f), dtype);
       PullKey(*s, 3, out.get());
-      CHECK_MSG(SameBits(Read(*out), expect), "device store, %s, round %d (%s)", DTypeName(dtype), k, ty.c_str());
+      CHECK_MSG(SameBits(Values(*out), expect), "device store, %s, round %d (%s)", DTypeName(dtype), k, ty.c_str());
     }
   }
 }
@@ -150,17 +130,17 @@ void DeviceStoreOptimizer() {
   std::unique_ptr<Store> s = CreateStore("device");
   s->SetOptimizer("sgd(learning_rate=0.5)");
   s->SetGradientCompression(Setting("2bit", "0.75"));
-  InitKey(*s, 0, *Make(std::vector<float>(kN, 1.0f), KV_FLOAT32));
+  InitKey(*s, 0, *FromFloats(std::vector<float>(kN, 1.0f), KV_FLOAT32));
   Model m("2bit", 0.75f, kN);
   std::vector<float> w(kN, 1.0f);
   for (int k = 0; k < 4; ++k) {
     const std::vector<float> g = GradValues(0, k, kN, KV_FLOAT32);
-    PushKey(*s, 0, *Make(g, KV_FLOAT32));
+    PushKey(*s, 0, *FromFloats(g, KV_FLOAT32));
     for (size_t i = 0; i < kN; ++i) w[i] = w[i] - 0.5f * m.Step(i, g[i]);
   }
-  auto out = Make(std::vector<float>(kN, 0.0f), KV_FLOAT32);
+  auto out = FromFloats(std::vector<float>(kN, 0.0f), KV_FLOAT32);
   PullKey(*s, 0, out.get());
-  CHECK(SameBits(Read(*out), w));
+  CHECK(SameBits(Values(*out), w));
 }
 
 void LocalStoreRefuses() {
@@ -238,7 +218,7 @@ void RunDist(const std::string& type, int workers, const std::vector<DistKey>& k
   job.OnEachWorker("compressed rounds", [&](int, Store& s) {
     if (!optimizer.empty()) s.SetOptimizer(optimizer);
     for (const DistKey& dk : keys) {
-      InitKey(s, dk.key, *Make(std::vector<float>(kN, optimizer.empty() ? 0.0f : 1.0f), dk.dtype));
+      InitKey(s, dk.key, *FromFloats(std::vector<float>(kN, optimizer.empty() ? 0.0f : 1.0f), dk.dtype));
     }
     std::vector<std::string> current(keys.size());
     for (size_t k = 0; k < rounds; ++k) {
@@ -254,14 +234,14 @@ void RunDist(const std::string& type, int workers, const std::vector<DistKey>& k
       for (size_t ki = 0; ki < keys.size(); ++ki) {
         const DistKey& dk = keys[ki];
         const int rank = s.distributed()->Rank();
-        auto g = Make(GradValues(rank, static_cast<int>(k) + dk.key, kN, dk.dtype), dk.dtype);
-        auto out = Make(std::vector<float>(kN, 0.0f), dk.dtype);
+        auto g = FromFloats(GradValues(rank, static_cast<int>(k) + dk.key, kN, dk.dtype), dk.dtype);
+        auto out = FromFloats(std::vector<float>(kN, 0.0f), dk.dtype);
         if (pushpull) {
           const Array* v = g.get();
           Array* po = out.get();
           s.PushPull(KeyList::Ints(1, &dk.key), &v, KeyList::Ints(1, &dk.key), &po, 0);
         } else if (two_values) {
-          auto g2 = Make(GradValues(rank + 2, static_cast<int>(k) + dk.key, kN, dk.dtype), dk.dtype);
+          auto g2 = FromFloats(GradValues(rank + 2, static_cast<int>(k) + dk.key, kN, dk.dtype), dk.dtype);
           const int two_keys[2] = {dk.key, dk.key};
           const Array* v[2] = {g.get(), g2.get()};
           s.Push(KeyList::Ints(2, two_keys), v, 0);
@@ -270,7 +250,7 @@ void RunDist(const std::string& type, int workers, const std::vector<DistKey>& k
           PushKey(s, dk.key, *g);
           PullKey(s, dk.key, out.get());
         }
-        CHECK_MSG(SameBits(Read(*out), expect[ki][k]), "%s key %d (%s) round %zu (%s)", type.c_str(), dk.key,
+        CHECK_MSG(SameBits(Values(*out), expect[ki][k]), "%s key %d (%s) round %zu (%s)", type.c_str(), dk.key,
                   DTypeName(dk.dtype), k, dk.types[k].c_str());
       }
     }
