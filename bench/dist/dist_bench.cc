@@ -58,20 +58,15 @@
 #include <vector>
 
 #include "../../tests/common/check.h"
+#include "../common/timing.h"
 #include "kvstore/kvstore.h"
 
 extern char** environ;
 
 namespace {
 
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using bench::Median;
+using bench::Now;
 
 // Received bytes of the loopback interface so far (/proc/net/dev), 0 when unreadable.
 double LoopbackBytes() {
