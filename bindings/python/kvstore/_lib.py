@@ -172,5 +172,23 @@ def _declare(lib):
                           "libkvstore matching this binding" % (LIBRARY_PATH, ", ".join(missing)))
 
 
+def _unchecked(lib, names):
+    """Second entry points to the named functions, with no argtypes: ctypes then converts
+    each argument by its Python type alone, without a from_param call per argument (which
+    costs more than the library's own work in a one-key push). Only the store's hot paths
+    call these, and only with arguments of these kinds: the KVStoreHandle, Python ints
+    (C int), and bytes for the pointer arguments (const int* keys, const KVArrayHandle*
+    arrays: a bytes object is passed as a pointer to its contents, which the library only
+    reads). Everything else goes through LIB's declared prototypes."""
+    out = {}
+    for name in names:
+        fn = lib._FuncPtr((name, lib))
+        fn.restype = c_int
+        out[name] = fn
+    return out
+
+
 LIB, LIBRARY_PATH = _load()
 _declare(LIB)
+#: The hot path's undeclared entry points (see _unchecked).
+UNCHECKED = _unchecked(LIB, ("KVStorePush", "KVStorePull", "KVStorePushPull"))

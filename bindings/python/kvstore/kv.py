@@ -17,9 +17,12 @@ while any is running (on another thread, or from inside the store's own updater 
 controller) raises :class:`~kvstore.errors.BusyError` and leaves the store open and usable;
 arrays passed to a running call stay alive until it returns (see ``ndarray._Handle``).
 """
+import array
 import atexit
 import numbers
+import operator
 import os
+import struct
 import threading
 import weakref
 from ctypes import byref, c_char_p, c_int
@@ -27,8 +30,8 @@ from ctypes import byref, c_char_p, c_int
 import numpy
 
 from . import _callback
-from ._lib import (LIB, KVArrayHandle, KVController, KVFreeFn, KVStoreHandle, KVStrUpdater,
-                   KVUpdater)
+from ._lib import (LIB, UNCHECKED, KVArrayHandle, KVController, KVFreeFn, KVStoreHandle,
+                   KVStrUpdater, KVUpdater)
 from .context import cpu
 from .errors import KVStoreError, check_call, error_class, make_error
 from .ndarray import NDArray, _DTYPE_TO_CODE, _from_numpy
@@ -69,15 +72,26 @@ def _c_string(text, what):
     return text.encode("utf-8")
 
 
+def _where(where):
+    """The context of an error message: where is a str, or (what, key) or (what, key, index)
+    as the flattening passes it, formatted only when an error is raised."""
+    if isinstance(where, str):
+        return where
+    text = "%s (key %r)" % where[:2]
+    return text if len(where) == 2 else "%s[%d]" % (text, where[2])
+
+
 def _key_kind(key, where):
-    if isinstance(key, str):
-        return "str"
-    if isinstance(key, numbers.Integral) and not isinstance(key, bool):
+    # Exact int and str first: isinstance against the numbers.Integral ABC is slow.
+    t = type(key)
+    if t is int or (t is not str and t is not bool and isinstance(key, numbers.Integral)):
         if not _INT_MIN <= int(key) <= _INT_MAX:
-            raise OverflowError("%s: int key %d is out of the C int range" % (where, key))
+            raise OverflowError("%s: int key %d is out of the C int range" % (_where(where), key))
         return "int"
+    if t is str or isinstance(key, str):
+        return "str"
     raise TypeError("%s: a key must be an int or a str, not %s (%r)"
-                    % (where, type(key).__name__, key))
+                    % (_where(where), type(key).__name__, key))
 
 
 class _Batch(object):
@@ -109,10 +123,10 @@ def _as_input(v, where):
         return v
     if isinstance(v, numpy.ndarray):
         if v.dtype not in _DTYPE_TO_CODE:
-            raise TypeError("%s: numpy dtype %s is not supported" % (where, v.dtype))
+            raise TypeError("%s: numpy dtype %s is not supported" % (_where(where), v.dtype))
         return _from_numpy(v, cpu(0), NDArray)
     raise TypeError("%s: values must be NDArrays (or numpy arrays), not %s"
-                    % (where, type(v).__name__))
+                    % (_where(where), type(v).__name__))
 
 
 def _as_output(v, where, writeback):
@@ -120,38 +134,42 @@ def _as_output(v, where, writeback):
         return v
     if isinstance(v, numpy.ndarray):
         if v.dtype not in _DTYPE_TO_CODE:
-            raise TypeError("%s: numpy dtype %s is not supported" % (where, v.dtype))
+            raise TypeError("%s: numpy dtype %s is not supported" % (_where(where), v.dtype))
         if not v.flags.writeable:
-            raise ValueError("%s: the numpy output array is read-only" % where)
+            raise ValueError("%s: the numpy output array is read-only" % _where(where))
         tmp = _from_numpy(v, cpu(0), NDArray)
         writeback.append((v, tmp))
         return tmp
     raise TypeError("%s: outputs must be NDArrays (or numpy arrays), not %s"
-                    % (where, type(v).__name__))
+                    % (_where(where), type(v).__name__))
 
 
 def _flatten(key, values, what, output=False):
-    """Keys and arrays of a call, flattened like the reference's _ctype_key_value."""
+    """Keys and arrays of a call, flattened like the reference's _ctype_key_value. The
+    general path: the common shapes take _fast_keys/_fast_arrays first."""
     if values is None:
         raise TypeError("%s: %s is required" % (what, "out" if output else "value"))
     writeback = []
-    convert = ((lambda v, w: _as_output(v, w, writeback)) if output else _as_input)
-    keys, arrays = [], []
+    keys, arrays, kinds = [], [], []
 
-    def one(k, vals, where):
-        _key_kind(k, where)
+    def one(k, vals):
+        kind = _key_kind(k, (what, k))
         if isinstance(vals, (list, tuple)):
             if not vals:
-                raise ValueError("%s: empty list of arrays for key %r" % (where, k))
+                raise ValueError("%s: empty list of arrays for key %r" % (_where((what, k)), k))
             for i, v in enumerate(vals):
                 if isinstance(v, (list, tuple)):
                     raise TypeError("%s: key %r has a nested list of arrays; for several keys "
-                                    "pass a list of keys" % (where, k))
+                                    "pass a list of keys" % (_where((what, k)), k))
                 keys.append(k)
-                arrays.append(convert(v, "%s[%d]" % (where, i)))
+                kinds.append(kind)
+                arrays.append(_as_output(v, (what, k, i), writeback) if output
+                              else _as_input(v, (what, k, i)))
         else:
             keys.append(k)
-            arrays.append(convert(vals, where))
+            kinds.append(kind)
+            arrays.append(_as_output(vals, (what, k), writeback) if output
+                          else _as_input(vals, (what, k)))
 
     if isinstance(key, (list, tuple)):
         if not isinstance(values, (list, tuple)):
@@ -161,19 +179,68 @@ def _flatten(key, values, what, output=False):
         if len(key) != len(values):
             raise ValueError("%s: %d keys but %d %s" % (what, len(key), len(values),
                                                        "outputs" if output else "values"))
-        for i, (k, v) in enumerate(zip(key, values)):
-            one(k, v, "%s (key %r)" % (what, k))
+        for k, v in zip(key, values):
+            one(k, v)
     else:
-        one(key, values, "%s (key %r)" % (what, key))
-    kinds = [_key_kind(k, what) for k in keys]
+        one(key, values)
+    kind = kinds[0] if kinds else "int"
     for k, kk in zip(keys, kinds):
-        if kk != kinds[0]:
+        if kk != kind:
             raise error_class("KEY_KIND_MISMATCH")(
                 "%s: int and string keys mixed in one call (key %r after key %r)"
                 % (what, k, keys[0]), -5)
-    kind = kinds[0] if kinds else "int"
     return _Batch(keys, arrays, kind, writeback)
 
+
+# -- hot paths ------------------------------------------------------------------------------
+# push, pull and pushpull of the common shapes (one int key and one NDArray; a list of int
+# keys and a list of as many NDArrays) skip _flatten and _Batch: the keys are packed into
+# bytes by the struct/array modules (which also check the C int range), the arrays' handles
+# are the joined _Handle.cptr bytes, and the call goes to _lib.UNCHECKED (no argtypes). Any
+# other shape, and any argument these checks do not accept, takes the general path, which
+# then accepts it or raises its usual error: the fast paths change no behaviour, only cost.
+_PUSH = UNCHECKED["KVStorePush"]
+_PULL = UNCHECKED["KVStorePull"]
+_PUSHPULL = UNCHECKED["KVStorePushPull"]
+_pack_int = struct.Struct("=i").pack
+_get_h = operator.attrgetter("_h")
+_get_cptr = operator.attrgetter("cptr")
+_INT_ONLY = {int}
+
+
+def _fast_keys(key):
+    """(num, packed keys) for one int key or a non-empty list/tuple of ints, else None."""
+    t = type(key)
+    if t is int:
+        try:
+            return 1, _pack_int(key)
+        except struct.error:  # out of the C int range
+            return None
+    if (t is list or t is tuple) and key and set(map(type, key)) == _INT_ONLY:
+        try:
+            return len(key), array.array("i", key).tobytes()
+        except OverflowError:
+            return None
+    return None
+
+
+def _fast_arrays(values, num, one_key):
+    """(handles, packed handles) for one NDArray (with one_key, an int key rather than a
+    list) or a list/tuple of num NDArrays, else None. The _Handles are returned so that the
+    caller holds them until the call returns."""
+    if one_key and isinstance(values, NDArray):
+        h = values._h
+        if h is None or h.cptr is None:
+            return None
+        return h, h.cptr
+    t = type(values)
+    if (t is list or t is tuple) and len(values) == num:
+        try:
+            hs = list(map(_get_h, values))
+            return hs, b"".join(map(_get_cptr, hs))
+        except (AttributeError, TypeError):  # not an NDArray, a nested list, a closed array
+            return None
+    return None
 
 class KVStore(object):
     """A store created by :func:`create`. Release it with :meth:`close` (or ``with``); it is
@@ -330,16 +397,59 @@ class KVStore(object):
         self._call(fn, b.num, b.c_keys, b.c_arrays)
         self._note_array_class(b)
 
+    def _hot(self, cfn, args, refs, callbacks):
+        """cfn(handle, *args) for the hot paths, counted in use as _call does. refs (the
+        arrays' _Handles) only need to stay referenced until the call returns. With
+        callbacks, a Python updater of this store may run (see _call); without one
+        registered, nothing can raise in a callback and the call is made directly."""
+        lock = self._lock
+        lock.acquire()
+        h = self._handle
+        if h is None:
+            lock.release()
+            raise ValueError("operation on a closed KVStore")
+        self._calls += 1
+        lock.release()
+        try:
+            if callbacks and self._updaters:
+                _callback.call(cfn, h, *args)
+            else:
+                rc = cfn(h, *args)
+                if rc != 0:
+                    raise make_error(rc)
+        finally:
+            lock.acquire()
+            self._calls -= 1
+            lock.release()
+
     def push(self, key, value, priority=0):
         """Pushes value(s); the values of one key are summed and merged by the updater.
         An exception raised by a Python updater propagates from here, and the stored
         value is then unchanged."""
+        fk = _fast_keys(key)
+        if fk is not None:
+            fa = _fast_arrays(value, fk[0], type(key) is int)
+            if fa is not None:
+                if type(priority) is not int:
+                    priority = int(priority)
+                self._hot(_PUSH, (fk[0], fk[1], fa[1], priority), fa[0], True)
+                return
         b = _flatten(key, value, "push")
         fn = LIB.KVStorePushStr if b.kind == "str" else LIB.KVStorePush
         self._call(fn, b.num, b.c_keys, b.c_arrays, int(priority), callbacks=True)
 
     def pull(self, key, out=None, priority=0, ignore_sparse=True):
         """Copies the stored value of key(s) into every output in out."""
+        fk = _fast_keys(key)
+        if fk is not None:
+            fa = _fast_arrays(out, fk[0], type(key) is int)
+            if fa is not None:
+                if type(priority) is not int:
+                    priority = int(priority)
+                self._hot(_PULL, (fk[0], fk[1], fa[1], priority), fa[0], False)
+                if self._pending_outputs is not None:
+                    self._note_pending(out if type(out) in (list, tuple) else (out,))
+                return
         b = _flatten(key, out, "pull", output=True)
         fn = LIB.KVStorePullStr if b.kind == "str" else LIB.KVStorePull
         self._call(fn, b.num, b.c_keys, b.c_arrays, int(priority))
@@ -348,6 +458,20 @@ class KVStore(object):
 
     def pushpull(self, key, value, out=None, priority=0):
         """Push then pull in one call. Without out, the result is written into value."""
+        fk = _fast_keys(key)
+        if fk is not None:
+            one_key = type(key) is int
+            fv = _fast_arrays(value, fk[0], one_key)
+            fo = fv if out is None else _fast_arrays(out, fk[0], one_key)
+            if fv is not None and fo is not None:
+                if type(priority) is not int:
+                    priority = int(priority)
+                self._hot(_PUSHPULL, (fk[0], fk[1], fv[1], fk[0], fk[1], fo[1], priority),
+                          (fv[0], fo[0]), True)
+                if self._pending_outputs is not None:
+                    o = value if out is None else out
+                    self._note_pending(o if type(o) in (list, tuple) else (o,))
+                return
         v = _flatten(key, value, "pushpull")
         o = _flatten(key, value if out is None else out, "pushpull", output=True)
         fn = LIB.KVStorePushPullStr if v.kind == "str" else LIB.KVStorePushPull
@@ -516,8 +640,11 @@ class KVStore(object):
     # -- waitall: every asynchronous write of this store -------------------------------------
     def _note_pending_outputs(self, batch):
         if self._pending_outputs is not None:
-            with self._lock:
-                self._pending_outputs.update(batch.arrays)
+            self._note_pending(batch.arrays)
+
+    def _note_pending(self, arrays):
+        with self._lock:
+            self._pending_outputs.update(arrays)
 
     def _wait_everything(self):
         """For :func:`waitall`: KVStoreWaitAll, then KVArrayWaitToRead on every array a pull

@@ -102,12 +102,18 @@ class _Handle(object):
     (ctypes converts it through ``_as_parameter_``). The call's argument tuple then holds a
     reference until the call returns, so the handle cannot be freed under a running call,
     whatever another thread does to the NDArray meanwhile (ctypes releases the GIL for the
-    call, so a check-then-call on the bare pointer would leave that window open)."""
+    call, so a check-then-call on the bare pointer would leave that window open).
 
-    __slots__ = ("ptr", "owned", "why_invalid", "__weakref__")
+    ``cptr`` is the handle's value as the native bytes of a C pointer (None exactly when
+    ``ptr`` is): the store's hot paths pass it, or several of them joined, as the
+    ``const KVArrayHandle*`` argument without building a ctypes array. A caller using it holds
+    this object until the call returns, as above."""
+
+    __slots__ = ("ptr", "cptr", "owned", "why_invalid", "__weakref__")
 
     def __init__(self, ptr, owned):
         self.ptr = ptr
+        self.cptr = bytes(ptr) if ptr else None
         self.owned = owned
         self.why_invalid = None
 
@@ -116,7 +122,7 @@ class _Handle(object):
         return self.ptr
 
     def release(self, why, _free=LIB.KVArrayFree):
-        ptr, self.ptr = self.ptr, None
+        ptr, self.ptr, self.cptr = self.ptr, None, None
         if self.why_invalid is None:
             self.why_invalid = why
         if ptr and self.owned:

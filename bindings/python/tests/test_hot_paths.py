@@ -1,0 +1,128 @@
+"""The hot paths of push, pull and pushpull (kv.py, "hot paths"): the common shapes (one int
+key and one NDArray; a list of int keys and a list of as many NDArrays) are passed to the
+library without _flatten, and every other shape, or an argument those checks do not accept,
+still gets the general path's result or error."""
+import numpy
+import pytest
+
+import kvstore
+from kvstore import kv, nd
+
+SHAPE = (4,)
+
+
+@pytest.fixture
+def store():
+    s = kv.create("local")
+    yield s
+    s.close()
+
+
+def refuse_general_path(monkeypatch):
+    """Makes the general path fail loudly: a call that reaches it is not on a hot path."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("general path taken")
+    monkeypatch.setattr(kv, "_flatten", refuse)
+
+
+def full(x):
+    return numpy.full(SHAPE, x, numpy.float32)
+
+
+def test_common_shapes_take_the_hot_paths(store, monkeypatch):
+    a, b = nd.ones(SHAPE), nd.ones(SHAPE) * 2
+    store.init([1, 2, 3], [a, a, a])  # init has no hot path
+    refuse_general_path(monkeypatch)
+
+    store.push(1, b)
+    out = nd.zeros(SHAPE)
+    store.pull(1, out=out)
+    numpy.testing.assert_array_equal(out.asnumpy(), full(2))
+
+    store.push([2, 3], (b, b * 3), priority=1.0)
+    outs = [nd.zeros(SHAPE), nd.zeros(SHAPE)]
+    store.pull((2, 3), out=outs)
+    numpy.testing.assert_array_equal(outs[0].asnumpy(), full(2))
+    numpy.testing.assert_array_equal(outs[1].asnumpy(), full(6))
+
+    c = a * 5
+    store.pushpull(1, c)  # no out: the result lands in the value
+    numpy.testing.assert_array_equal(c.asnumpy(), full(5))
+    store.pushpull([1, 2], [a * 7, a * 8], out=outs)
+    numpy.testing.assert_array_equal(outs[0].asnumpy(), full(7))
+    numpy.testing.assert_array_equal(outs[1].asnumpy(), full(8))
+
+
+def test_hot_path_errors_are_the_library_s(store, monkeypatch):
+    refuse_general_path(monkeypatch)
+    out = nd.zeros(SHAPE)
+    with pytest.raises(kvstore.UnknownKeyError, match="key 9 is not initialised"):
+        store.pull(9, out=out)
+    with pytest.raises(kvstore.UnknownKeyError):
+        store.push([9, 10], [out, out])
+
+
+def test_shapes_the_hot_paths_refuse_keep_their_errors(store):
+    store.init(1, nd.zeros(SHAPE))
+    a = nd.ones(SHAPE)
+    with pytest.raises(TypeError, match=r"a list of 1 keys needs a list of 1 values"):
+        store.push([1], a)
+    with pytest.raises(OverflowError, match=r"push \(key 2147483648\): int key 2147483648 is "
+                                            r"out of the C int range"):
+        store.push(2 ** 31, a)
+    with pytest.raises(OverflowError, match="out of the C int range"):
+        store.pull([1, -2 ** 31 - 1], out=[a, a])
+    with pytest.raises(TypeError, match=r"pull \(key True\): a key must be an int or a str"):
+        store.pull(True, out=a)
+    with pytest.raises(TypeError, match=r"push \(key True\): a key must be an int or a str"):
+        store.push([1, True], [a, a])
+    with pytest.raises(TypeError, match=r"push \(key 1\)\[1\]: values must be NDArrays"):
+        store.push([1], [[a, "x"]])
+    with pytest.raises(TypeError, match=r"pull \(key 1\): outputs must be NDArrays"):
+        store.pull([1], out=[None])
+    with pytest.raises(ValueError, match="1 keys but 2 values"):
+        store.push([1], [a, a])
+    closed = nd.ones(SHAPE)
+    closed.close()
+    with pytest.raises(ValueError, match="operation on a closed NDArray"):
+        store.push(1, closed)
+    with pytest.raises(ValueError, match="operation on a closed NDArray"):
+        store.pull([1, 1], out=[a, closed])
+    with pytest.raises(kvstore.KeyKindMismatchError, match="int and string keys mixed"):
+        store.push([1, "w"], [a, a])
+    numpy.testing.assert_array_equal(a.asnumpy(), full(1))
+
+
+def test_general_shapes_still_work(store):
+    store.init([1, 2], [nd.zeros(SHAPE), nd.zeros(SHAPE)])
+    store.push(numpy.int64(1), [nd.ones(SHAPE), numpy.ones(SHAPE, numpy.float32)])
+    out = numpy.zeros(SHAPE, numpy.float32)
+    store.pull([numpy.int32(1)], out=[out])
+    numpy.testing.assert_array_equal(out, full(2))
+
+
+def test_updater_exception_propagates_from_a_hot_push(store):
+    class Boom(Exception):
+        pass
+
+    def updater(key, recv, stored):
+        raise Boom("updater failed for key %d" % key)
+
+    store.init(4, nd.ones(SHAPE))
+    store._set_updater(updater)
+    with pytest.raises(Boom, match="updater failed for key 4"):
+        store.push(4, nd.ones(SHAPE))
+    with pytest.raises(Boom, match="updater failed for key 4"):
+        store.pushpull([4], [nd.ones(SHAPE)])
+    out = nd.zeros(SHAPE)
+    store.pull(4, out=out)
+    numpy.testing.assert_array_equal(out.asnumpy(), full(1))
+
+
+def test_hot_paths_on_a_closed_store(store):
+    a = nd.ones(SHAPE)
+    store.close()
+    for call in (lambda: store.push(1, a), lambda: store.pull([1], out=[a]),
+                 lambda: store.pushpull(1, a)):
+        with pytest.raises(ValueError, match="operation on a closed KVStore"):
+            call()
