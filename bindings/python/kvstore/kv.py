@@ -250,9 +250,13 @@ class KVStore(object):
         if not isinstance(handle, KVStoreHandle) or not handle:
             raise TypeError("KVStore() takes a non-NULL KVStoreHandle; use kvstore.kv.create")
         self._handle = handle
-        # Calls using _handle right now; close() refuses while it is not 0. Both change
-        # only under _lock, and a call counts itself before it reads the handle.
-        self._calls = 0
+        # One entry per call using _handle right now; close() refuses while there is one.
+        # list.append and list.pop are atomic under the GIL, so a call counts itself without
+        # taking _lock: it appends, then reads _handle. close(), under _lock, clears _handle
+        # first, then looks at _active, and puts the handle back if a call is counted. A
+        # call that read None takes _lock once (a close() in progress has then either put
+        # the handle back or really closed) and reads again (_recheck).
+        self._active = []
         self._lock = threading.Lock()
         # Class of the arrays handed to updaters: the class of the arrays last used to
         # initialise keys (kvstore.np arrays for np-flavoured code).
@@ -283,16 +287,26 @@ class KVStore(object):
 
     def _enter(self):
         """The handle, counted in use until the matching _leave()."""
+        self._active.append(None)
+        h = self._handle
+        if h is None:
+            try:
+                h = self._recheck()
+            except BaseException:
+                self._active.pop()
+                raise
+        return h
+
+    def _recheck(self):
+        """The handle, for a counted call that read None: see _active."""
         with self._lock:
             h = self._handle
-            if h is None:
-                raise ValueError("operation on a closed KVStore")
-            self._calls += 1
+        if h is None:
+            raise ValueError("operation on a closed KVStore")
         return h
 
     def _leave(self):
-        with self._lock:
-            self._calls -= 1
+        self._active.pop()
 
     def _call(self, cfn, *args, callbacks=False, server=False):
         """cfn(handle, *args) with the handle counted in use for the whole call. With
@@ -318,12 +332,14 @@ class KVStore(object):
             h = self._handle
             if h is None:
                 return
-            if self._calls:
+            self._handle = None
+            running = len(self._active)
+            if running:
+                self._handle = h
                 busy = error_class("BUSY")
                 raise busy("close: %d call(s) on this store have not returned yet (on another "
                            "thread, or the call running this updater or controller); the "
-                           "store stays open" % self._calls, busy.code)
-            self._handle = None
+                           "store stays open" % running, busy.code)
         _live_stores.discard(self)
         rc = LIB.KVStoreFree(h)
         if rc != 0 and error_class(rc).name == "KV_ERR_BUSY":
@@ -402,14 +418,7 @@ class KVStore(object):
         arrays' _Handles) only need to stay referenced until the call returns. With
         callbacks, a Python updater of this store may run (see _call); without one
         registered, nothing can raise in a callback and the call is made directly."""
-        lock = self._lock
-        lock.acquire()
-        h = self._handle
-        if h is None:
-            lock.release()
-            raise ValueError("operation on a closed KVStore")
-        self._calls += 1
-        lock.release()
+        h = self._enter()
         try:
             if callbacks and self._updaters:
                 _callback.call(cfn, h, *args)
@@ -418,14 +427,28 @@ class KVStore(object):
                 if rc != 0:
                     raise make_error(rc)
         finally:
-            lock.acquire()
-            self._calls -= 1
-            lock.release()
+            self._active.pop()
 
     def push(self, key, value, priority=0):
         """Pushes value(s); the values of one key are summed and merged by the updater.
         An exception raised by a Python updater propagates from here, and the stored
         value is then unchanged."""
+        # One int key, one NDArray, no Python updater: _hot inlined (see "hot paths").
+        if (type(key) is int and type(priority) is int and isinstance(value, NDArray)
+                and not self._updaters and _INT_MIN <= key <= _INT_MAX):
+            ref = value._h  # held until the call returns (see ndarray._Handle)
+            if ref is not None and ref.cptr is not None:
+                active = self._active
+                active.append(None)
+                try:
+                    h = self._handle
+                    rc = _PUSH(h if h is not None else self._recheck(), 1, _pack_int(key),
+                               ref.cptr, priority)
+                finally:
+                    active.pop()
+                if rc != 0:
+                    raise make_error(rc)
+                return
         fk = _fast_keys(key)
         if fk is not None:
             fa = _fast_arrays(value, fk[0], type(key) is int)
@@ -440,6 +463,24 @@ class KVStore(object):
 
     def pull(self, key, out=None, priority=0, ignore_sparse=True):
         """Copies the stored value of key(s) into every output in out."""
+        # One int key, one NDArray: _hot inlined (see "hot paths").
+        if (type(key) is int and type(priority) is int and isinstance(out, NDArray)
+                and _INT_MIN <= key <= _INT_MAX):
+            ref = out._h  # held until the call returns (see ndarray._Handle)
+            if ref is not None and ref.cptr is not None:
+                active = self._active
+                active.append(None)
+                try:
+                    h = self._handle
+                    rc = _PULL(h if h is not None else self._recheck(), 1, _pack_int(key),
+                               ref.cptr, priority)
+                finally:
+                    active.pop()
+                if rc != 0:
+                    raise make_error(rc)
+                if self._pending_outputs is not None:
+                    self._note_pending((out,))
+                return
         fk = _fast_keys(key)
         if fk is not None:
             fa = _fast_arrays(out, fk[0], type(key) is int)
@@ -655,7 +696,7 @@ class KVStore(object):
             h = self._handle
             if h is None:
                 return
-            self._calls += 1
+            self._active.append(None)
             outputs = list(self._pending_outputs or ())
             if self._pending_outputs is not None:
                 self._pending_outputs.clear()
