@@ -163,6 +163,41 @@ sub _pairs {
   return ($kind // 'int', \@keys, \@handles);
 }
 
+# Hot paths: push, pull and pushpull of one int key with one NDArray, or of a list of int keys
+# with a list of as many NDArrays, without options (pull and pushpull: out only) skip _named,
+# _pairs and _fn. Anything these checks do not accept takes the general path, which accepts it
+# or croaks as before: the hot paths change what a call costs, not what it does.
+
+# The keys of $key as an array ref when it is an int key or a non-empty list of them (as
+# _key_kind decides), else undef.
+sub _hot_keys {
+  my ($key) = @_;
+  if (ref $key) {
+    return undef unless ref $key eq 'ARRAY' && @$key;
+    for (@$key) {
+      return undef if !defined || ref || !/\A(?:0|-?[1-9][0-9]*)\z/
+        || $_ < -2147483648 || $_ > 2147483647;
+    }
+    return $key;
+  }
+  return undef if !defined $key || $key !~ /\A(?:0|-?[1-9][0-9]*)\z/
+    || $key < -2147483648 || $key > 2147483647;
+  return [$key];
+}
+
+# The handles of $value as an array ref when it is one live plain NDArray (for an int key, not
+# a list: $list false) or a list of $n of them, else undef.
+sub _hot_handles {
+  my ($value, $n, $list) = @_;
+  if (!$list) {
+    return undef unless ref $value eq 'KVStore::NDArray' && defined $value->{handle};
+    return [$value->{handle}];
+  }
+  return undef unless ref $value eq 'ARRAY' && @$value == $n;
+  return [map { ref $_ eq 'KVStore::NDArray' && defined $_->{handle} ? $_->{handle}
+                                                                      : return undef } @$value];
+}
+
 sub _named {
   my ($what, $allowed, @rest) = @_;
   KVStore::Error->invalid("$what: options must be name => value pairs") if @rest % 2;
@@ -212,6 +247,13 @@ sub init {
 
 sub push {
   my ($self, $key, $value, @opt) = @_;
+  if (!@opt and my $keys = _hot_keys($key)) {
+    if (my $vals = _hot_handles($value, scalar @$keys, ref $key)) {
+      $self->_call(\&KVStore::Raw::KVStorePush, $self->{handle} // $self->_handle, $keys,
+                   $vals, 0);
+      return $self;
+    }
+  }
   my $o = _named('push', ['priority'], @opt);
   my ($kind, $keys, $vals) = _pairs('push', $key, $value);
   $self->_call(_fn('Push', $kind), $self->_handle, $keys, $vals, $o->{priority} // 0);
@@ -220,6 +262,13 @@ sub push {
 
 sub pull {
   my ($self, $key, @opt) = @_;
+  if (@opt == 2 && $opt[0] eq 'out' and my $keys = _hot_keys($key)) {
+    if (my $outs = _hot_handles($opt[1], scalar @$keys, ref $key)) {
+      $self->_call(\&KVStore::Raw::KVStorePull, $self->{handle} // $self->_handle, $keys,
+                   $outs, 0);
+      return $self;
+    }
+  }
   my $o = _named('pull', [qw(out priority ignore_sparse)], @opt);
   KVStore::Error->invalid('pull: out => NDArray (or a list of them) is required')
     unless defined $o->{out};
@@ -231,6 +280,15 @@ sub pull {
 # Push then pull in one call; without out => the values themselves receive the result.
 sub pushpull {
   my ($self, $key, $value, @opt) = @_;
+  if ((!@opt || @opt == 2 && $opt[0] eq 'out') and my $keys = _hot_keys($key)) {
+    my $vals = _hot_handles($value, scalar @$keys, ref $key);
+    my $outs = @opt ? _hot_handles($opt[1], scalar @$keys, ref $key) : $vals;
+    if ($vals && $outs) {
+      $self->_call(\&KVStore::Raw::KVStorePushPull, $self->{handle} // $self->_handle, $keys,
+                   $vals, $keys, $outs, 0);
+      return $self;
+    }
+  }
   my $o = _named('pushpull', [qw(out priority)], @opt);
   my ($kind, $vkeys, $vals) = _pairs('pushpull', $key, $value);
   my (undef, $okeys, $outs) = _pairs('pushpull', $key, $o->{out} // $value);
