@@ -13,6 +13,7 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   swig openjdk-17-jdk-headless scala clojure \
   perl pdl \
   python3 python3-dev python3-numpy python3-pytest python3-setuptools python3-pip python3-sklearn \
+  python3-matplotlib \
   openssh-client openssh-server \
   >/dev/null
 echo "setup-debian: packages installed"
