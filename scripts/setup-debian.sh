@@ -2,7 +2,8 @@
 # Installs everything kvstore builds and tests with, from Debian 12's packages. The CUDA
 # toolkit is optional and not a Debian package: when /usr/local/cuda/bin/nvcc exists the
 # build also compiles the GPU paths. openssh-server is only run by the ssh launcher test,
-# as a private sshd on a loopback port with its own keys.
+# as a private sshd on a loopback port with its own keys. python3-matplotlib draws the main
+# job's loss and accuracy curves (scripts/run-main.sh).
 set -eu
 if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
 export DEBIAN_FRONTEND=noninteractive
