@@ -239,6 +239,37 @@ def describe_keys(model, params, num_servers):
     return lines
 
 
+def train_epoch(store, model, params, x, y, order, steps, args):
+    """One epoch of synchronous steps; params hold the pulled weights after each step.
+    Returns this worker's (summed loss, correct predictions, rows) and the seconds spent in
+    whole steps, in push calls and in pull calls."""
+    rank, parts = store.rank, store.num_workers * args.shards
+    loss_sum, correct, seen = 0.0, 0, 0
+    step_s = push_s = pull_s = 0.0
+    for step in range(steps):
+        t0 = time.perf_counter()
+        batch = order[step * args.batch_size:(step + 1) * args.batch_size]
+        # Part p of P = workers * shards holds rows p, p + P, ... of the batch; this worker's
+        # parts are rank * shards ... rank * shards + shards - 1.
+        grads = []
+        for p in range(rank * args.shards, (rank + 1) * args.shards):
+            rows = batch[p::parts]
+            g, loss, ok = model.gradient_sum(params, x[rows], y[rows])
+            grads.append(g)
+            loss_sum, correct, seen = loss_sum + loss, correct + ok, seen + len(rows)
+        # One push of every key (the values of a key: one per shard), one pull of every key:
+        # the store sees the whole model in each call.
+        t1 = time.perf_counter()
+        store.push(model.keys, [[g[i] for g in grads] for i in range(len(model.keys))])
+        t2 = time.perf_counter()
+        store.pull(model.keys, out=params)  # returns once the outputs hold the new values
+        t3 = time.perf_counter()
+        step_s += t3 - t0
+        push_s += t2 - t1
+        pull_s += t3 - t2
+    return loss_sum, correct, seen, step_s, push_s, pull_s
+
+
 def main(argv):
     args = parse_args(argv)
     store = kv.create(args.kvstore)
@@ -291,30 +322,9 @@ def main(argv):
     for epoch in range(args.epochs):
         # Every worker draws the same permutation, so the global batches agree.
         order = np.random.RandomState(args.seed + 100 + epoch).permutation(len(x_train))
-        loss_sum, correct, seen = 0.0, 0, 0
-        step_s = push_s = pull_s = 0.0
         epoch_start = time.perf_counter()
-        for step in range(steps):
-            t0 = time.perf_counter()
-            batch = order[step * args.batch_size:(step + 1) * args.batch_size]
-            # Part p of P = workers * shards holds rows p, p + P, ... of the batch; this
-            # worker's parts are rank * shards ... rank * shards + shards - 1.
-            grads = []
-            for p in range(rank * args.shards, (rank + 1) * args.shards):
-                rows = batch[p::parts]
-                g, loss, ok = model.gradient_sum(params, x_train[rows], y_train[rows])
-                grads.append(g)
-                loss_sum, correct, seen = loss_sum + loss, correct + ok, seen + len(rows)
-            # One push of every key (the values of a key: one per shard), one pull of every
-            # key: the store sees the whole model in each call.
-            t1 = time.perf_counter()
-            store.push(keys, [[g[i] for g in grads] for i in range(len(keys))])
-            t2 = time.perf_counter()
-            store.pull(keys, out=params)  # returns once the outputs hold the new values
-            t3 = time.perf_counter()
-            step_s += t3 - t0
-            push_s += t2 - t1
-            pull_s += t3 - t2
+        loss_sum, correct, seen, step_s, push_s, pull_s = train_epoch(
+            store, model, params, x_train, y_train, order, steps, args)
         seconds = time.perf_counter() - epoch_start
         if rank == 0:
             test_loss, test_acc = model.evaluate(params, x_test, y_test)
@@ -336,8 +346,7 @@ def main(argv):
                                                               store.type))
     if args.save and rank == 0:
         np.savez(args.save, test_accuracy=test_acc, parts=parts, store=store.type,
-                 model=description,
-                 steps_per_epoch=steps, num_workers=num_workers,
+                 model=description, steps_per_epoch=steps, num_workers=num_workers,
                  **{"param%d" % k: p for k, p in zip(keys, params)},
                  **{"epoch_" + k: np.array(v) for k, v in history.items()})
     store.close()
