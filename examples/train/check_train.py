@@ -8,7 +8,8 @@ process (store `local`), then checks that both reach the accuracy bound and agre
 
 Three runs (two without --launcher): `dist` (the distributed job), `local` (one process, one
 gradient per key and step over the whole batch) and `local-shards` (one process pushing W
-gradients per key and step, one per worker share, which the store sums).
+gradients per key and step, one per worker share, which the store sums); the two
+single-process runs run side by side.
 
 - `local-shards` and `dist` agree with `local`: the final test accuracies differ by at most
   --accuracy-tolerance (default 0.01, i.e. 3 of the 357 test images) and every parameter by
@@ -29,7 +30,8 @@ gradients per key and step, one per worker share, which the store sums).
 Then it prints one line of timings from rank 0 of `dist` and from `local`, over the epochs
 after the first: the time per training step (gradient, push, pull), the share of it spent
 inside the store's push and pull calls, and the ratio of the two step times. With --plot it
-writes the loss and accuracy per epoch of both runs as a PNG (matplotlib, Agg backend).
+writes the loss and accuracy per epoch of both runs as a PNG (matplotlib, Agg backend); with
+--profile the distributed run's nodes write their timelines, merged by kvstore-launch.
 Exit status 0 when every check holds, 1 otherwise.
 """
 import argparse
@@ -168,6 +170,10 @@ def main(argv):
     ap.add_argument("--min-accuracy", type=float, default=0.93)
     ap.add_argument("--accuracy-tolerance", type=float, default=0.01)
     ap.add_argument("--weight-tolerance", type=float, default=1e-4)
+    ap.add_argument("--profile", metavar="JSON",
+                    help="KVSTORE_PROFILE=JSON for the distributed run only: every node writes "
+                         "its timeline and kvstore-launch merges them into JSON "
+                         "(docs/PROFILING.md)")
     ap.add_argument("--plot", metavar="PNG",
                     help="write the loss and accuracy curves of the runs here (matplotlib)")
     args, train_args = ap.parse_known_args(argv)
@@ -179,6 +185,7 @@ def main(argv):
         ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     for var in [v for v in env if v.startswith("DMLC_")]:
         del env[var]  # the local runs must not look like launched workers
+    env.pop("KVSTORE_PROFILE", None)  # only --profile's, only for the distributed run
     common = ["--epochs", str(args.epochs), "--min-accuracy", str(args.min_accuracy)]
     common += train_args
     single = "device" if "--compression" in train_args else "local"  # local does not compress
@@ -188,8 +195,11 @@ def main(argv):
         results = {}
         if args.launcher:
             path = os.path.join(tmp, "dist.npz")
+            dist_env = dict(env)
+            if args.profile:
+                dist_env["KVSTORE_PROFILE"] = os.path.abspath(args.profile)
             run([args.launcher, "-n", str(args.workers), "-s", str(args.servers), "--",
-                 PYTHON, TRAIN, "--kvstore", "dist_sync", "--save", path] + common, env,
+                 PYTHON, TRAIN, "--kvstore", "dist_sync", "--save", path] + common, dist_env,
                 "distributed run (%d workers, %d servers)" % (args.workers, args.servers))
             results["dist"] = np.load(path)
         # The two single-process runs run side by side, one core each (the Debian BLAS is
@@ -221,6 +231,10 @@ def main(argv):
         summarize(results, args)
         if args.plot:
             plot(results, args.plot, args)
+        if args.profile and "dist" in results:
+            print("check_train: merged timeline of the distributed run: %s"
+                  % (os.path.abspath(args.profile) if os.path.exists(args.profile) else
+                     "none written (a build without the profiler?)"))
     print("check_train: %s" % ("all checks passed" if ok else "FAILED"))
     return 0 if ok else 1
 
