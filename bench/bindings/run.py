@@ -30,16 +30,20 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 CELLS = ("push1", "pull1", "push100", "pull100")
 
 
-def commands(build, langs, reps, seconds, java_classes):
+def commands(build, langs, reps, seconds, java_classes, before):
+    """{lang: (argv, environment)} and the jar. With before (a checkout), python-before and
+    perl-before run that checkout's pure-Python / pure-Perl layer over the same build."""
     build = os.path.abspath(build)
     lib = os.path.join(build, "libkvstore.so.0")
     timing = ["--reps", str(reps), "--seconds", str(seconds)]
-    env = dict(os.environ, KVSTORE_LIBRARY=lib,
-               PYTHONPATH=os.path.join(ROOT, "bindings", "python"),
-               PERL5LIB=os.pathsep.join([os.path.join(ROOT, "bindings", "perl", "lib"),
-                                         os.path.join(build, "bindings", "perl", "lib")]))
+
+    def env(src):
+        return dict(os.environ, KVSTORE_LIBRARY=lib,
+                    PYTHONPATH=os.path.join(src, "bindings", "python"),
+                    PERL5LIB=os.pathsep.join([os.path.join(src, "bindings", "perl", "lib"),
+                                              os.path.join(build, "bindings", "perl", "lib")]))
     jar = os.path.join(build, "bindings", "swig", "java", "kvstore.jar")
-    out = {
+    argv = {
         "c": [os.path.join(build, "bench", "bindings", "bench_bindings_c")] + timing,
         "python": ["/usr/bin/python3", os.path.join(HERE, "bench_python.py"), "--calls-lib",
                    os.path.join(build, "bench", "bindings", "libkvbench_calls.so")] + timing,
@@ -47,7 +51,12 @@ def commands(build, langs, reps, seconds, java_classes):
                  jar + os.pathsep + java_classes, "BindingsBench"] + timing,
         "perl": ["perl", os.path.join(HERE, "bench_perl.pl")] + timing,
     }
-    return {lang: out[lang] for lang in langs}, env, jar
+    out = {lang: (argv[lang], env(ROOT)) for lang in langs}
+    if before:
+        for lang in ("python", "perl"):
+            if lang in langs:
+                out[lang + "-before"] = (argv[lang], env(os.path.abspath(before)))
+    return out, jar
 
 
 def median(xs):
@@ -63,11 +72,16 @@ def main():
     ap.add_argument("--reps", type=int, default=5, help="repetitions per process and cell")
     ap.add_argument("--seconds", type=float, default=0.1, help="seconds of calls per repetition")
     ap.add_argument("--json", help="also write the raw figures of every round to this file")
+    ap.add_argument("--before", metavar="CHECKOUT",
+                    help="also run the Python and Perl layers of this checkout (e.g. a "
+                         "`git worktree add` of an older commit) over the same build, in the "
+                         "same rounds, and print new / before")
     args = ap.parse_args()
     langs = ["c"] + [x for x in args.langs.split(",") if x and x != "c"]
 
     with tempfile.TemporaryDirectory() as classes:
-        cmds, env, jar = commands(args.build, langs, args.reps, args.seconds, classes)
+        cmds, jar = commands(args.build, langs, args.reps, args.seconds, classes, args.before)
+        langs = list(cmds)
         if "java" in cmds:
             subprocess.run(["javac", "-d", classes, "-cp", jar,
                             os.path.join(HERE, "BindingsBench.java")], check=True)
@@ -76,8 +90,8 @@ def main():
             order = langs[r % len(langs):] + langs[:r % len(langs)]
             got = {}
             for lang in order:
-                res = subprocess.run(cmds[lang], env=env, stdout=subprocess.PIPE, text=True,
-                                     check=True)
+                res = subprocess.run(cmds[lang][0], env=cmds[lang][1], stdout=subprocess.PIPE,
+                                     text=True, check=True)
                 got[lang] = {k: (median(v) if isinstance(v, list) else v)
                              for k, v in json.loads(res.stdout.strip().splitlines()[-1]).items()}
             rounds.append(got)
@@ -118,6 +132,16 @@ def main():
     widths = [max(len(r[i]) for r in rows + [head]) for i in range(len(head))]
     for r in [head] + rows:
         print("  ".join(x.rjust(w) for x, w in zip(r, widths)))
+    if args.before:
+        print("against the layers of %s, same rounds (median over rounds of before / new: "
+              "> 1 is faster now):" % args.before)
+        for lang in ("python", "perl"):
+            if lang + "-before" in langs:
+                print("  %-7s %s" % (lang, "  ".join(
+                    "%s %.0f -> %.0f ns (%.2fx C -> %.2fx C, %.2fx faster)" % (
+                        cell, col(lang + "-before", cell), col(lang, cell),
+                        ratio(lang + "-before", cell, "c", cell), ratio(lang, cell, "c", cell),
+                        ratio(lang + "-before", cell, lang, cell)) for cell in CELLS)))
     if "python" in langs:
         print("a ctypes call of KVGetVersion (no arguments), in the Python process: %.0f ns"
               % col("python", "noop"))
