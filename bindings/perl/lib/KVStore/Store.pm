@@ -219,6 +219,12 @@ sub _call {
   my $foreign = KVStore::Raw::kvperl_foreign_callback_count();
   my $rc = $fn->(@args);
   return if !$rc;
+  _call_failed($rc, $foreign);
+}
+
+# Dies with the error of a failed data call ($foreign: the foreign callback count before it).
+sub _call_failed {
+  my ($rc, $foreign) = @_;
   my $message = KVStore::Raw::KVGetLastError();
   if ($rc == $KVStore::Raw::KV_ERR_CALLBACK) {
     die $KVStore::Raw::CALLBACK_ERROR if defined $KVStore::Raw::CALLBACK_ERROR;
@@ -247,6 +253,16 @@ sub init {
 
 sub push {
   my ($self, $key, $value, @opt) = @_;
+  # One int key and one NDArray: _hot_keys, _hot_handles and _call inlined.
+  if (!@opt && !ref $key && defined $key && $key =~ /\A(?:0|-?[1-9][0-9]*)\z/
+      && $key >= -2147483648 && $key <= 2147483647 && ref $value eq 'KVStore::NDArray'
+      && defined(my $vh = $value->{handle})) {
+    local $KVStore::Raw::CALLBACK_ERROR;
+    my $foreign = KVStore::Raw::kvperl_foreign_callback_count();
+    my $rc = KVStore::Raw::KVStorePush($self->{handle} // $self->_handle, [$key], [$vh], 0);
+    _call_failed($rc, $foreign) if $rc;
+    return $self;
+  }
   if (!@opt and my $keys = _hot_keys($key)) {
     if (my $vals = _hot_handles($value, scalar @$keys, ref $key)) {
       $self->_call(\&KVStore::Raw::KVStorePush, $self->{handle} // $self->_handle, $keys,
@@ -262,6 +278,16 @@ sub push {
 
 sub pull {
   my ($self, $key, @opt) = @_;
+  # One int key and one NDArray: as in push.
+  if (@opt == 2 && $opt[0] eq 'out' && !ref $key && defined $key
+      && $key =~ /\A(?:0|-?[1-9][0-9]*)\z/ && $key >= -2147483648 && $key <= 2147483647
+      && ref $opt[1] eq 'KVStore::NDArray' && defined(my $oh = $opt[1]{handle})) {
+    local $KVStore::Raw::CALLBACK_ERROR;
+    my $foreign = KVStore::Raw::kvperl_foreign_callback_count();
+    my $rc = KVStore::Raw::KVStorePull($self->{handle} // $self->_handle, [$key], [$oh], 0);
+    _call_failed($rc, $foreign) if $rc;
+    return $self;
+  }
   if (@opt == 2 && $opt[0] eq 'out' and my $keys = _hot_keys($key)) {
     if (my $outs = _hot_handles($opt[1], scalar @$keys, ref $key)) {
       $self->_call(\&KVStore::Raw::KVStorePull, $self->{handle} // $self->_handle, $keys,
