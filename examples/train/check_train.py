@@ -15,9 +15,10 @@ single-process runs run side by side.
   --accuracy-tolerance (default 0.01, i.e. 3 of the 357 test images) and every parameter by
   at most --weight-tolerance (default 1e-4). They differ only in the order of float32
   additions (a sum of per-worker sums against one sum over the batch): with 2 workers and 2
-  servers the MLP's parameters end within 5.8e-7 of each other after 3 epochs (1024-wide
-  hidden layers) and within 2.3e-6 after 10 (128-wide); softmax regression's within 3.6e-7
-  after 20 epochs (figures printed by this script).
+  servers and the defaults the MLP's parameters end within 1.4e-6 of each other after 5
+  epochs (1024-wide hidden layers, scripts/run-main.sh) and within 2.4e-7 after 10
+  (128-wide, the tests); softmax regression's within 3.6e-7 after 20 epochs (figures
+  printed by this script).
 - `dist` equals `local-shards` bit for bit: sync servers add the pushes of a round in
   worker-rank order, which is the order in which the local store adds the values of a push.
 - With --compression 2bit|1bit (passed on to train_digits.py) the single-process runs use the
