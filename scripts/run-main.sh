@@ -18,12 +18,16 @@ case "${1:-}" in
 esac
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE=/usr/bin/python3 >/dev/null
 cmake --build "$build" -j"$(nproc)"
-png=$(pwd)/$build/train_digits.png
+case "$build" in
+  /*) png=$build/train_digits.png ;;
+  *) png=$(pwd)/$build/train_digits.png ;;
+esac
 
-# --- profiler: merged timeline -----------------------------------------------------------
-# When kvstore-launch merges per-node KVSTORE_PROFILE traces into one Chrome-trace timeline,
-# set KVSTORE_PROFILE here for the distributed run and print where the merged file is.
-# ------------------------------------------------------------------------------------------
+# --- profiler: merged timeline (not wired yet) ---------------------------------------------
+# When kvstore-launch merges the nodes' KVSTORE_PROFILE timelines into one Chrome-trace file,
+# pass --profile "$build/profile.json" to run.sh below: check_train.py sets KVSTORE_PROFILE
+# for the distributed run only and prints where the merged timeline is.
+# -------------------------------------------------------------------------------------------
 
 ./examples/train/run.sh "$build" --epochs 5 --plot "$png" "$@"
 echo "run-main: loss and accuracy curves: $png"
