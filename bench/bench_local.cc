@@ -11,16 +11,26 @@
 //              OpenMP waits passively (OMP_WAIT_POLICY=passive unless set), so its idle
 //              threads do not compete with the library's worker pool.
 //   latency:   one push plus one pull of a 1 Ki-float key, median per pair.
+//   --keys:    instead of the above, per-key cost by key count: for each K, one push of K
+//              keys of F floats (--key-floats, 16) in one call plus one pull of them in one
+//              call, the K's taking turns batch by batch; CPU microseconds per key (the
+//              process's CPU time: wall time would charge large calls for other processes'
+//              load on a shared machine) and the ratio to the first K (flat cost: 1.0), beside a raw baseline of two memcpy per key
+//              between K separately allocated buffers of each kind (what scattered memory
+//              costs at that K). Init is one
+//              call of K keys into a fresh store, timed once per K.
 //
-// Usage: bench_local [--quick] [--min-seconds X]
+// Usage: bench_local [--quick] [--min-seconds X] [--keys 100,1000,10000,100000 [--key-floats F]]
 #include <kvstore/kvstore.h>
 #include <omp.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <functional>
 #include <vector>
 
@@ -139,6 +149,110 @@ void BenchLatency() {
   KVStoreFree(kv);
 }
 
+double ProcessCpuSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+// Per-key cost of push+pull of K keys in one call, for each K of `counts` (--keys).
+void BenchKeyCounts(const std::vector<int>& counts, int64_t floats) {
+  struct Set {
+    int k;
+    KVStoreHandle kv = nullptr;
+    std::vector<int> keys;
+    std::vector<KVArrayHandle> vals, outs;
+    std::vector<float*> val_data, out_data, stored;  // the raw baseline's buffers
+    double init_s = 0;
+  };
+  std::vector<Set> sets(counts.size());
+  for (size_t i = 0; i < counts.size(); ++i) {
+    Set& s = sets[i];
+    s.k = counts[i];
+    REQUIRE_OK(KVStoreCreate("local", &s.kv));
+    for (int j = 0; j < s.k; ++j) {
+      s.keys.push_back(j);
+      KVArrayHandle v = nullptr, o = nullptr;
+      REQUIRE_OK(KVArrayCreate(&floats, 1, KV_FLOAT32, KV_CPU, 0, &v));
+      REQUIRE_OK(KVArrayFill(v, 1.0));
+      REQUIRE_OK(KVArrayCreate(&floats, 1, KV_FLOAT32, KV_CPU, 0, &o));
+      s.vals.push_back(v);
+      s.outs.push_back(o);
+      s.val_data.push_back(new float[static_cast<size_t>(floats)]());
+      s.out_data.push_back(new float[static_cast<size_t>(floats)]());
+      s.stored.push_back(new float[static_cast<size_t>(floats)]());
+    }
+    const double t0 = ProcessCpuSeconds();
+    REQUIRE_OK(KVStoreInit(s.kv, s.k, s.keys.data(), s.vals.data()));
+    s.init_s = ProcessCpuSeconds() - t0;
+  }
+  // The store's push+pull of each K, and its raw counterpart: the same two copies per key
+  // (value -> a stored buffer of the key -> output) by memcpy between K separately allocated
+  // buffers of each kind, so that what scattered memory costs at each K is measured beside
+  // the store.
+  const size_t bytes = static_cast<size_t>(floats) * sizeof(float);
+  std::vector<std::function<void()>> fns;
+  for (Set& s : sets) {
+    fns.push_back([&s] {
+      REQUIRE_OK(KVStorePush(s.kv, s.k, s.keys.data(), s.vals.data(), 0));
+      REQUIRE_OK(KVStorePull(s.kv, s.k, s.keys.data(), s.outs.data(), 0));
+    });
+    fns.push_back([&s, bytes] {
+      for (int j = 0; j < s.k; ++j) std::memcpy(s.stored[j], s.val_data[j], bytes);
+      for (int j = 0; j < s.k; ++j) std::memcpy(s.out_data[j], s.stored[j], bytes);
+    });
+  }
+  // CPU time of the process, not wall time: on a shared machine a call of 100,000 keys is
+  // preempted nearly always and one of 100 keys nearly never, so wall-time medians would
+  // charge the large K for other processes' load. Each function runs in batches of about
+  // 20,000 keys, taking turns, until every one has 5 batches and g_min_seconds passed.
+  for (const auto& fn : fns) fn();  // warm-up
+  std::vector<std::vector<double>> samples(fns.size());
+  const double start = Now();
+  while (samples[0].size() < 5 || (Now() - start < g_min_seconds && samples[0].size() < 200)) {
+    for (size_t f = 0; f < fns.size(); ++f) {
+      const int k = sets[f / 2].k, reps = std::max(1, 20000 / k);
+      const double c0 = ProcessCpuSeconds();
+      for (int r = 0; r < reps; ++r) fns[f]();
+      samples[f].push_back((ProcessCpuSeconds() - c0) / reps / k);
+    }
+  }
+  std::printf("push+pull of K keys of %lld float32 in one call each, init of K keys in one call "
+              "(CPU time of the process, median):\n", static_cast<long long>(floats));
+  std::printf("%-8s %10s %8s %10s %8s %10s %12s %8s\n", "K", "us/key", "ratio", "raw us/key", "ratio",
+              "store/raw", "init us/key", "ratio");
+  const double per0 = Median(samples[0]) * 1e6, raw0 = Median(samples[1]) * 1e6;
+  const double ini0 = sets[0].init_s / sets[0].k * 1e6;
+  for (size_t i = 0; i < sets.size(); ++i) {
+    const double per = Median(samples[2 * i]) * 1e6, raw = Median(samples[2 * i + 1]) * 1e6;
+    const double ini = sets[i].init_s / sets[i].k * 1e6;
+    std::printf("%-8d %10.3f %8.2f %10.3f %8.2f %10.2f %12.3f %8.2f\n", sets[i].k, per, per / per0, raw,
+                raw / raw0, per / raw, ini, ini / ini0);
+  }
+  std::printf("ratio: to the first K; raw: two memcpy per key between separately allocated "
+              "buffers (the memory floor at that K); init: CPU time of one call\n");
+  for (Set& s : sets) {
+    for (KVArrayHandle a : s.vals) KVArrayFree(a);
+    for (KVArrayHandle a : s.outs) KVArrayFree(a);
+    for (auto* list : {&s.val_data, &s.out_data, &s.stored}) {
+      for (float* f : *list) delete[] f;
+    }
+    KVStoreFree(s.kv);
+  }
+}
+
+std::vector<int> ParseCounts(const char* list) {
+  std::vector<int> out;
+  for (const char* p = list; *p != '\0';) {
+    char* end = nullptr;
+    const long v = std::strtol(p, &end, 10);
+    if (end == p || v <= 0) break;
+    out.push_back(static_cast<int>(v));
+    p = *end == ',' ? end + 1 : end;
+  }
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -151,15 +265,23 @@ int main(int argc, char** argv) {
     std::perror("execv /proc/self/exe (continuing with spinning OpenMP threads)");
   }
   bool quick = false;
+  std::vector<int> key_counts;
+  int64_t key_floats = 16;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--quick")) quick = true;
     else if (!std::strcmp(argv[i], "--min-seconds") && i + 1 < argc) g_min_seconds = std::atof(argv[++i]);
+    else if (!std::strcmp(argv[i], "--keys") && i + 1 < argc) key_counts = ParseCounts(argv[++i]);
+    else if (!std::strcmp(argv[i], "--key-floats") && i + 1 < argc) key_floats = std::max(1L, std::atol(argv[++i]));
     else {
-      std::fprintf(stderr, "usage: %s [--quick] [--min-seconds X]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--quick] [--min-seconds X] [--keys K1,K2,... [--key-floats F]]\n", argv[0]);
       return 2;
     }
   }
   std::printf("kvstore %s local bench, %d threads\n", KVGetVersionString(), omp_get_max_threads());
+  if (!key_counts.empty()) {
+    BenchKeyCounts(key_counts, key_floats);
+    return 0;
+  }
   BenchLatency();
   std::vector<size_t> sizes = {4u << 10, 64u << 10, 1u << 20, 4u << 20, 16u << 20, 64u << 20};
   if (quick) sizes = {4u << 10, 4u << 20};

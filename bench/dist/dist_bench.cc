@@ -4,6 +4,8 @@
 //   kvstore-launch -n W -s S -- dist_bench
 //       [--sizes 4K,64K,1M,16M,64M] [--seconds 0.5] [--window 8] [--reps 3]
 //       [--ops push,pull,pushpull] [--compression 2bit|1bit] [--pull-compression 2bit]
+//   kvstore-launch -n W -s S -- dist_bench --keys 100,1000,10000,100000 [--key-floats 16]
+//       [--reps 5]
 //
 // Raw ZeroMQ is measured in the store's topology: worker 0 starts one sink process per
 // server (this program re-executed with --zmq-sink), and every worker moves the same bytes to
@@ -39,9 +41,20 @@
 // and with. The key does not change during the pull batches, so a compressed pull after the
 // first (exact) one carries the packed zero change: the steady state of the bytes, at the
 // full cost of quantising on the servers and dequantising on the worker.
+//
+// --keys K1,K2,... runs only the key-count table: per-key cost of many small keys in one
+// call. For each K, K fresh int keys of F float32 (--key-floats, 16) are initialised in one
+// call (timed once), then every repetition times, for each K in turn (the order reversed on
+// odd repetitions), one push of the K keys in one call plus one pull of them in one call
+// and the wait for both, repeated max(1, 20000 / K) times, from a barrier of all workers;
+// each worker times its own calls, worker 0 prints. Microseconds per key (median over the
+// repetitions) and the ratio to the first K (a flat per-key cost gives 1.0), in wall time
+// and in CPU time of worker 0's process (steadier on a shared machine); the values
+// pulled last are checked (K keys of W pushes of 1.0 each, summed: W).
 #include <signal.h>
 #include <spawn.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -346,6 +359,113 @@ size_t ParseSize(const std::string& s) {
   return static_cast<size_t>(v);
 }
 
+// CPU seconds of this process so far, all threads.
+double ProcessCpuSeconds() {
+  struct rusage u;
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + 1e-6 * (u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+std::vector<int> ParseCounts(const std::string& s) {
+  std::vector<int> out;
+  size_t p = 0;
+  while (p < s.size()) {
+    size_t q = s.find(',', p);
+    if (q == std::string::npos) q = s.size();
+    const int v = std::atoi(s.substr(p, q - p).c_str());
+    if (v > 0) out.push_back(v);
+    p = q + 1;
+  }
+  return out;
+}
+
+// The key-count table (--keys, see the top of the file).
+void KeyCountTable(KVStoreHandle kv, int rank, int workers, const std::vector<int>& counts,
+                   int64_t floats, int reps) {
+  struct Set {
+    int k = 0;
+    int iters = 1;
+    std::vector<int> keys;
+    std::vector<KVArrayHandle> vals, outs;
+    double init_s = 0;
+    std::vector<double> per_key;  // seconds, one per repetition
+    std::vector<double> cpu_key;  // this process's CPU seconds (all its threads), likewise
+  };
+  std::vector<Set> sets(counts.size());
+  int next_key = 1 << 24;  // clear of the size table's keys and the sinks' ports key
+  for (size_t i = 0; i < counts.size(); ++i) {
+    Set& s = sets[i];
+    s.k = counts[i];
+    s.iters = std::max(1, 20000 / s.k);
+    for (int j = 0; j < s.k; ++j) {
+      s.keys.push_back(next_key++);
+      KVArrayHandle v = nullptr, o = nullptr;
+      REQUIRE_OK(KVArrayCreate(&floats, 1, KV_FLOAT32, KV_CPU, 0, &v));
+      REQUIRE_OK(KVArrayFill(v, 1.0));
+      REQUIRE_OK(KVArrayCreate(&floats, 1, KV_FLOAT32, KV_CPU, 0, &o));
+      s.vals.push_back(v);
+      s.outs.push_back(o);
+    }
+    REQUIRE_OK(KVStoreBarrier(kv));
+    const double t0 = Now();
+    REQUIRE_OK(KVStoreInit(kv, s.k, s.keys.data(), s.vals.data()));
+    s.init_s = Now() - t0;
+  }
+  auto run = [&](Set& s) {
+    for (int it = 0; it < s.iters; ++it) {
+      REQUIRE_OK(KVStorePush(kv, s.k, s.keys.data(), s.vals.data(), 0));
+      REQUIRE_OK(KVStorePull(kv, s.k, s.keys.data(), s.outs.data(), 0));
+    }
+    REQUIRE_OK(KVStoreWaitAll(kv));
+  };
+  for (Set& s : sets) run(s);  // warm-up: send buffers, server state
+  for (int rep = 0; rep < reps; ++rep) {
+    for (size_t j = 0; j < sets.size(); ++j) {
+      Set& s = sets[rep % 2 == 0 ? j : sets.size() - 1 - j];
+      REQUIRE_OK(KVStoreBarrier(kv));
+      const double c0 = ProcessCpuSeconds(), t0 = Now();
+      run(s);
+      s.per_key.push_back((Now() - t0) / s.iters / s.k);
+      s.cpu_key.push_back((ProcessCpuSeconds() - c0) / s.iters / s.k);
+    }
+  }
+  for (Set& s : sets) {
+    std::vector<float> got(static_cast<size_t>(floats));
+    for (KVArrayHandle o : s.outs) {
+      REQUIRE_OK(KVArrayCopyToHost(o, got.data(), got.size() * sizeof(float)));
+      for (float g : got) {
+        if (g != static_cast<float>(workers)) {
+          std::fprintf(stderr, "dist_bench --keys: K=%d: pulled %g, expected %d\n", s.k, g, workers);
+          std::exit(1);
+        }
+      }
+    }
+  }
+  REQUIRE_OK(KVStoreBarrier(kv));
+  if (rank == 0) {
+    std::printf("dist_bench --keys: %d worker(s), push+pull of K keys of %lld float32 in one call "
+                "each, %d repetitions (worker 0's times)\n",
+                workers, static_cast<long long>(floats), reps);
+    std::printf("%-8s %7s %10s %8s %10s %8s %12s %8s\n", "K", "iters", "us/key", "ratio",
+                "cpu us/key", "ratio", "init us/key", "ratio");
+    const double per0 = Median(sets[0].per_key), cpu0 = Median(sets[0].cpu_key),
+                 init0 = sets[0].init_s / sets[0].k;
+    for (Set& s : sets) {
+      const double per = Median(s.per_key), cpu = Median(s.cpu_key), init = s.init_s / s.k;
+      std::printf("%-8d %7d %10.3f %8.2f %10.3f %8.2f %12.3f %8.2f\n", s.k, s.iters, per * 1e6,
+                  per / per0, cpu * 1e6, cpu / cpu0, init * 1e6, init / init0);
+    }
+    std::printf("us/key: wall time of worker 0's calls per key; cpu us/key: CPU time of worker "
+                "0's process (application, I/O and ZeroMQ threads) per key, which load from "
+                "other processes does not inflate; the servers' CPU time is not included\n");
+    std::fflush(stdout);
+  }
+  for (Set& s : sets) {
+    for (KVArrayHandle a : s.vals) KVArrayFree(a);
+    for (KVArrayHandle a : s.outs) KVArrayFree(a);
+  }
+}
+
 std::string SizeName(size_t b) {
   char buf[32];
   if (b >= (1u << 20)) std::snprintf(buf, sizeof(buf), "%zu MiB", b >> 20);
@@ -367,6 +487,8 @@ int main(int argc, char** argv) {
   std::string ops = "push,pull,pushpull";  // --ops: a subset, e.g. for profiling
   std::string compression;                  // --compression 2bit|1bit: the second table
   bool pull_compression = false;            // --pull-compression 2bit: the third table
+  std::vector<int> key_counts;              // --keys: the key-count table only
+  int64_t key_floats = 16;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--sizes") {
@@ -391,6 +513,10 @@ int main(int argc, char** argv) {
       pull_compression = std::string(argv[i + 1]) == "2bit";
     } else if (a == "--compression") {
       compression = argv[i + 1];
+    } else if (a == "--keys") {
+      key_counts = ParseCounts(argv[i + 1]);
+    } else if (a == "--key-floats") {
+      key_floats = std::max<int64_t>(1, std::atoll(argv[i + 1]));
     }
   }
   KVStoreHandle kv = nullptr;
@@ -404,6 +530,11 @@ int main(int argc, char** argv) {
   int rank = 0, n = 0;
   REQUIRE_OK(KVStoreGetRank(kv, &rank));
   REQUIRE_OK(KVStoreGetGroupSize(kv, &n));
+  if (!key_counts.empty()) {
+    KeyCountTable(kv, rank, n, key_counts, key_floats, reps);
+    REQUIRE_OK(KVStoreFree(kv));
+    return 0;
+  }
   const char* ns = std::getenv("DMLC_NUM_SERVER");
   const int num_servers = std::max(1, ns ? std::atoi(ns) : 1);
   int64_t bound = 1000000;  // the store's big-array bound, read as the store reads it
