@@ -54,6 +54,8 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "compression/compression.h"
@@ -188,8 +190,12 @@ class Server {
   int rank_ = -1;
   int num_workers_ = 0;
   int mode_ = -1;  // -1 unknown, 0 async, 1 sync (fixed by the first data message)
-  std::map<std::string, KeyState> keys_;
-  std::set<KeyState*> waiting_;  // keys with queued requests
+  // By KeyId::MapKey. Node-based: a KeyState's address never changes.
+  std::unordered_map<std::string, KeyState> keys_;
+  // Keys with queued requests. CheckRoundTimeouts walks them every 0.1 s (not every turn
+  // of the loop: with many keys parked, a walk per turn would cost the square of the keys).
+  std::unordered_set<KeyState*> waiting_;
+  double next_round_check_ = 0;
   std::vector<bool> worker_dead_;
   std::string dead_list_;
   int next_str_id_ = 0;

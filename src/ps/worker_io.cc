@@ -84,8 +84,9 @@ void WorkerIo::Enqueue(std::vector<OutMsg>& msgs, int priority) {
     }
     e.item = std::move(m);
   }
-  // The I/O thread drains the whole queue once woken, so only the request that finds the
-  // queue empty needs to wake it.
+  // Once woken, the I/O thread sends a slice per turn of its loop, without sleeping, until
+  // nothing queued may leave, so only the request that finds the queue empty needs to wake
+  // it.
   if (queue_.Push(entries, priority)) Wake();
 }
 
@@ -125,15 +126,21 @@ std::string WorkerIo::DeadNodes() {
 // The I/O thread
 // ---------------------------------------------------------------------------------------
 
+// One turn sends at most kSendSlice requests and reads at most kRecvSlice replies per
+// server, then sends a heartbeat if one is due and reads the scheduler: a call of 100,000
+// keys is sent and answered over many turns, and the node's liveness never waits for more
+// than one slice of data work. While requests may still leave, the turn's poll does not wait.
 void WorkerIo::Loop() {
   double next_scan = NowSec() + 0.1;
+  bool more = false;  // the last turn stopped at the send slice, not at an empty queue
   std::vector<zmq::pollitem_t> items;
   while (!stop_.load(std::memory_order_acquire)) {
     items.clear();
     items.push_back({nullptr, wake_fd_, ZMQ_POLLIN, 0});
     items.push_back({static_cast<void*>(link_.socket()), 0, ZMQ_POLLIN, 0});
     for (auto& s : servers_) items.push_back({static_cast<void*>(s), 0, ZMQ_POLLIN, 0});
-    const double wait = std::max(0.0, std::min(link_.next_heartbeat(), next_scan) - NowSec());
+    const double wait =
+        more ? 0.0 : std::max(0.0, std::min(link_.next_heartbeat(), next_scan) - NowSec());
     try {
       zmq::poll(items.data(), items.size(), std::chrono::milliseconds(static_cast<long>(wait * 1000)));
     } catch (const zmq::error_t& e) {
@@ -144,7 +151,8 @@ void WorkerIo::Loop() {
       if (read(wake_fd_, &v, sizeof(v)) < 0) {
       }
     }
-    SendQueued();
+    more = SendQueued();
+    link_.HeartbeatIfDue(NowSec());
     // Only sockets that zmq_poll found readable are read: an empty non-blocking receive
     // costs a poll of ZeroMQ's command mailbox (a system call), per socket and per loop.
     while (items[1].revents & ZMQ_POLLIN) {
@@ -154,7 +162,7 @@ void WorkerIo::Loop() {
     }
     for (int s = 0; s < num_servers_; ++s) {
       if (!(items[static_cast<size_t>(2 + s)].revents & ZMQ_POLLIN)) continue;
-      for (int budget = 0; budget < 1024; ++budget) {
+      for (int budget = 0; budget < kRecvSlice; ++budget) {
         Message m;
         if (!RecvValidMessage(servers_[static_cast<size_t>(s)], false,
                               server_names_[static_cast<size_t>(s)].c_str(), &m)) {
@@ -163,7 +171,7 @@ void WorkerIo::Loop() {
         HandleReply(s, m);
       }
     }
-    SendQueued();  // replies may have opened the send window
+    more = SendQueued() || more;  // replies may have opened the send window
     const double now = NowSec();
     link_.HeartbeatIfDue(now);
     if (now >= next_scan) {
@@ -191,10 +199,14 @@ void WorkerIo::CheckScheduler(double now) {
   FailAll(KV_ERR_PEER_DEAD, why);
 }
 
-void WorkerIo::SendQueued() {
+bool WorkerIo::SendQueued() {
   OutMsg m;
   SendQueue<OutMsg>::Ticket ticket;
-  while (queue_.Pop(&m, &ticket)) SendOne(m, ticket);
+  for (int n = 0; n < kSendSlice; ++n) {
+    if (!queue_.Pop(&m, &ticket)) return false;
+    SendOne(m, ticket);
+  }
+  return true;
 }
 
 void WorkerIo::SendOne(OutMsg& m, const SendQueue<OutMsg>::Ticket& ticket) {
@@ -308,15 +320,18 @@ void WorkerIo::Complete(Outstanding& o, int status, const std::string& msg, Mess
   if (o.op->CompletePart(o.part, o.dest, status, msg, reply)) tracker_->Finish(*o.op);
 }
 
+// Request ids grow in send order and every request gets the same timeout, so deadlines
+// grow with ids: the scan walks ids up from the oldest one that may be outstanding and stops
+// at the first outstanding request whose deadline has not passed. Each id is passed over
+// once, so the scans cost O(1) per request however many are outstanding.
 void WorkerIo::CheckDeadlines() {
   const double now = NowSec();
-  std::vector<uint64_t> expired;
-  for (const auto& e : outstanding_) {
-    if (now > e.second.deadline) expired.push_back(e.first);
-  }
-  for (uint64_t id : expired) {
-    Outstanding o = std::move(outstanding_[id]);
-    outstanding_.erase(id);
+  for (; oldest_req_ < next_req_; ++oldest_req_) {
+    auto it = outstanding_.find(oldest_req_);
+    if (it == outstanding_.end()) continue;  // completed
+    if (!(now > it->second.deadline)) return;
+    Outstanding o = std::move(it->second);
+    outstanding_.erase(it);
     const std::string who = o.dest < 0 ? "the scheduler" : NodeName(Role::kServer, o.dest);
     const std::string what = o.op ? std::string() : StrFormat(" for %s", MsgTypeName(static_cast<uint16_t>(o.type)));
     Complete(o, KV_ERR_TIMEOUT,

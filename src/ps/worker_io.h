@@ -81,7 +81,8 @@ class WorkerIo {
  private:
   void Loop();
   void Wake();
-  void SendQueued();
+  // Sends up to kSendSlice requests; true when it stopped at the slice (more may leave).
+  bool SendQueued();
   void SendOne(OutMsg& m, const SendQueue<OutMsg>::Ticket& ticket);
   void HandleReply(int server, Message& m);
   void HandleScheduler(Message& m);
@@ -128,7 +129,11 @@ class WorkerIo {
     MsgType type = MsgType::kPush;
     SendQueue<OutMsg>::Ticket ticket;  // given back when the request completes
   };
+  // Data work per turn of the loop between two looks at heartbeats and the scheduler.
+  static constexpr int kSendSlice = 1024;
+  static constexpr int kRecvSlice = 1024;  // per server
   uint64_t next_req_ = 1;
+  uint64_t oldest_req_ = 1;  // no request older than this is outstanding (CheckDeadlines)
   std::unordered_map<uint64_t, Outstanding> outstanding_;
 };
 

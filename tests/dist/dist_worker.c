@@ -67,6 +67,13 @@
  *                   {32+i, 10, 0, 63, 10} (only those rows, sorted); then R rounds of rows
  *                   {20, 40} of 1 under lazy sgd(learning_rate=0.5): only those two rows
  *                   move, by 0.5 * W per round; a row_sparse pushpull is refused.
+ *   manykeys K R    K int keys of 4 float32 each (spread over the servers by hash) in ONE
+ *                   init call, then R sync rounds of one push call of all K keys (key i,
+ *                   worker w: i + w + round) and one pull call of all K keys, every pulled
+ *                   element checked (no optimizer: the round's sum); odd rounds use one
+ *                   pushpull call instead. Run with a short heartbeat timeout, the job must
+ *                   not lose a node to a false death while its nodes are busy with these
+ *                   calls (KVStoreFree checks that no node was declared dead).
  *
  * Prints "PASS <scenario> rank R" and exits 0 on success; exits 1 with a message otherwise.
  */
@@ -971,6 +978,57 @@ static int RowSparse(KVStoreHandle kv, int rounds) {
   return 0;
 }
 
+static int ManyKeys(KVStoreHandle kv, int nkeys, int rounds) {
+  enum { kLen = 4 };
+  int workers = 0;
+  REQUIRE_OK(KVStoreGetGroupSize(kv, &workers));
+  int* keys = malloc(sizeof(int) * (size_t)nkeys);
+  KVArrayHandle* vals = malloc(sizeof(KVArrayHandle) * (size_t)nkeys);
+  KVArrayHandle* outs = malloc(sizeof(KVArrayHandle) * (size_t)nkeys);
+  REQUIRE(keys && vals && outs, "out of memory");
+  for (int i = 0; i < nkeys; ++i) {
+    keys[i] = 7 * i + 1; /* not consecutive: placement by hash, not by range */
+    vals[i] = NewArray(kLen, KV_FLOAT32);
+    outs[i] = NewArray(kLen, KV_FLOAT32);
+    FillValue(vals[i], (double)i);
+  }
+  const double t0 = Now();
+  REQUIRE_OK(KVStoreInit(kv, nkeys, keys, vals));
+  printf("rank %d: init of %d keys in one call: %.2f s\n", g_rank, nkeys, Now() - t0);
+  float got[kLen];
+  for (int r = 0; r < rounds; ++r) {
+    for (int i = 0; i < nkeys; ++i) FillValue(vals[i], (double)(i + g_rank + r));
+    const double t1 = Now();
+    if (r % 2 == 0) {
+      REQUIRE_OK(KVStorePush(kv, nkeys, keys, vals, 0));
+      REQUIRE_OK(KVStorePull(kv, nkeys, keys, outs, 0));
+    } else {
+      REQUIRE_OK(KVStorePushPull(kv, nkeys, keys, vals, nkeys, keys, outs, 0));
+    }
+    REQUIRE_OK(KVStoreWaitAll(kv));
+    printf("rank %d round %d: %s of %d keys in one call: %.2f s\n", g_rank, r,
+           r % 2 == 0 ? "push + pull" : "pushpull", nkeys, Now() - t1);
+    /* Sum over workers w of (i + w + r), exact in float32 for these magnitudes. */
+    const double base_sum = (double)workers * (workers - 1) / 2;
+    for (int i = 0; i < nkeys; ++i) {
+      REQUIRE_OK(KVArrayCopyToHost(outs[i], got, sizeof(got)));
+      const double want = (double)workers * (i + r) + base_sum;
+      for (int e = 0; e < kLen; ++e) {
+        REQUIRE(got[e] == (float)want, "round %d key %d element %d: %.9g, expected %.9g", r,
+                keys[i], e, got[e], want);
+      }
+    }
+  }
+  for (int i = 0; i < nkeys; ++i) {
+    KVArrayFree(vals[i]);
+    KVArrayFree(outs[i]);
+  }
+  free(keys);
+  free(vals);
+  free(outs);
+  return 0;
+}
+
 static int Controller(int head, const char* body, void* user_data) {
   int* count = (int*)user_data;
   ++*count;
@@ -984,7 +1042,7 @@ static int Controller(int head, const char* body, void* user_data) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: %s sync|async|assign|momentum|async_assign|crossed|determinism|api|killed|killed_server|killed_scheduler|faults|zerocopy|rowsparse ...\n", argv[0]);
+    fprintf(stderr, "usage: %s sync|async|assign|momentum|async_assign|crossed|determinism|api|killed|killed_server|killed_scheduler|faults|zerocopy|rowsparse|manykeys ...\n", argv[0]);
     return 2;
   }
   const char* scenario = argv[1];
@@ -1039,6 +1097,8 @@ int main(int argc, char** argv) {
     return rc; /* KilledScheduler freed the store */
   } else if (strcmp(scenario, "rowsparse") == 0) {
     rc = RowSparse(kv, argc > 2 ? atoi(argv[2]) : 3);
+  } else if (strcmp(scenario, "manykeys") == 0) {
+    rc = ManyKeys(kv, argc > 2 ? atoi(argv[2]) : 100000, argc > 3 ? atoi(argv[3]) : 2);
   } else if (strcmp(scenario, "zerocopy") == 0) {
     rc = ZeroCopy(kv, argc > 2 ? atoi(argv[2]) : 3);
   } else {

@@ -5,6 +5,8 @@
 
 CASE:
   run          launch -n W -s S; require exit 0 and one "PASS" line per worker
+  alive        like run, and no node may have been declared dead ("considered dead" in the
+               log): for jobs run with a short heartbeat timeout while their nodes are busy
   determinism  run twice; require both runs to pass and rank 0's result files to be
                byte-identical (the program itself checks against the rank-order sum)
   killed       launch with --keep-going; require every surviving worker to print
@@ -117,6 +119,13 @@ def main():
     if a.case == "run":
         rc, out, _ = launch(a, [], cmd)
         expect_pass(a, rc, out)
+    elif a.case == "alive":
+        # As "run", and no node may have been declared dead (the job is run with a short
+        # heartbeat timeout while its nodes are busy).
+        rc, out, _ = launch(a, [], cmd)
+        expect_pass(a, rc, out)
+        if "considered dead" in out:
+            raise SystemExit("FAIL: a node was declared dead while it was busy")
     elif a.case == "garbage":
         port = free_port()
         # Open job: the garbage comes from an outsider's socket, which a job with a secret
