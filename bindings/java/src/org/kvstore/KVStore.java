@@ -123,6 +123,28 @@ public final class KVStore implements AutoCloseable {
     }
   }
 
+  /**
+   * call() for one array as the first list (one key with one value or output: the common
+   * push and pull): no caller's list to copy, no handle loops. Same checks, in the same order,
+   * with the same messages as call(one(array), what, null, null, body).
+   */
+  private void callOne(NDArray array, String what, NativeCall body) {
+    if (array == null) throw new KVNullPointerException(what + "[0] is null");
+    StoreHandle s = life.enter();
+    try {
+      ArrayHandle h = array.life.enter();
+      try {
+        body.run(s, new ArrayHandle[] {h}, NO_HANDLES);
+      } finally {
+        array.life.exit();
+      }
+    } finally {
+      life.exit();
+      Reference.reachabilityFence(this);
+      Reference.reachabilityFence(array);
+    }
+  }
+
   /** A call on the store alone. */
   private void call(NativeCall body) {
     call(null, null, null, null, body);
@@ -395,11 +417,12 @@ public final class KVStore implements AutoCloseable {
   }
 
   public void push(int key, NDArray value) {
-    push(new int[] {key}, one(value), 0);
+    push(key, value, 0);
   }
 
   public void push(int key, NDArray value, int priority) {
-    push(new int[] {key}, one(value), priority);
+    int[] keys = {key};
+    callOne(value, "values", (h, v, u) -> KVStoreLib.KVStorePush(h, keys, v, priority));
   }
 
   /** Pushes several values for one key (summed, e.g. one per device). */
@@ -447,11 +470,12 @@ public final class KVStore implements AutoCloseable {
   }
 
   public void pull(int key, NDArray out) {
-    pull(new int[] {key}, one(out), 0);
+    pull(key, out, 0);
   }
 
   public void pull(int key, NDArray out, int priority) {
-    pull(new int[] {key}, one(out), priority);
+    int[] keys = {key};
+    callOne(out, "outs", (h, v, u) -> KVStoreLib.KVStorePull(h, keys, v, priority));
   }
 
   /** Copies the stored value of one key into every output (e.g. one per device). */
