@@ -30,9 +30,11 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 CELLS = ("push1", "pull1", "push100", "pull100")
 
 
-def commands(build, langs, reps, seconds, java_classes, before):
+def commands(build, langs, reps, seconds, java_classes, before, java_before):
     """{lang: (argv, environment)} and the jar. With before (a checkout), python-before and
-    perl-before run that checkout's pure-Python / pure-Perl layer over the same build."""
+    perl-before run that checkout's pure-Python / pure-Perl layer over the same build; with
+    java_before (a directory of org/kvstore/*.class compiled from an older checkout),
+    java-before runs with those classes ahead of the jar's."""
     build = os.path.abspath(build)
     lib = os.path.join(build, "libkvstore.so.0")
     timing = ["--reps", str(reps), "--seconds", str(seconds)]
@@ -56,6 +58,10 @@ def commands(build, langs, reps, seconds, java_classes, before):
         for lang in ("python", "perl"):
             if lang in langs:
                 out[lang + "-before"] = (argv[lang], env(os.path.abspath(before)))
+    if java_before and "java" in langs:
+        jb = list(argv["java"])
+        jb[jb.index("-cp") + 1] = os.path.abspath(java_before) + os.pathsep + jb[jb.index("-cp") + 1]
+        out["java-before"] = (jb, env(ROOT))
     return out, jar
 
 
@@ -76,11 +82,17 @@ def main():
                     help="also run the Python and Perl layers of this checkout (e.g. a "
                          "`git worktree add` of an older commit) over the same build, in the "
                          "same rounds, and print new / before")
+    ap.add_argument("--java-before", metavar="CLASSES",
+                    help="also run Java with these classes ahead of the jar (org/kvstore/*.class "
+                         "compiled from an older checkout's bindings/java/src, e.g. "
+                         "javac -cp build/bindings/swig/java/kvstore.jar -d CLASSES "
+                         "OLD/bindings/java/src/org/kvstore/KVStore.java)")
     args = ap.parse_args()
     langs = ["c"] + [x for x in args.langs.split(",") if x and x != "c"]
 
     with tempfile.TemporaryDirectory() as classes:
-        cmds, jar = commands(args.build, langs, args.reps, args.seconds, classes, args.before)
+        cmds, jar = commands(args.build, langs, args.reps, args.seconds, classes, args.before,
+                             args.java_before)
         langs = list(cmds)
         if "java" in cmds:
             subprocess.run(["javac", "-d", classes, "-cp", jar,
@@ -132,10 +144,10 @@ def main():
     widths = [max(len(r[i]) for r in rows + [head]) for i in range(len(head))]
     for r in [head] + rows:
         print("  ".join(x.rjust(w) for x, w in zip(r, widths)))
-    if args.before:
+    if args.before or args.java_before:
         print("against the layers of %s, same rounds (median over rounds of before / new: "
-              "> 1 is faster now):" % args.before)
-        for lang in ("python", "perl"):
+              "> 1 is faster now):" % " and ".join(x for x in (args.before, args.java_before) if x))
+        for lang in ("python", "java", "perl"):
             if lang + "-before" in langs:
                 print("  %-7s %s" % (lang, "  ".join(
                     "%s %.0f -> %.0f ns (%.2fx C -> %.2fx C, %.2fx faster)" % (
