@@ -14,14 +14,16 @@ issue-13 target of its cell.
 
 In-process sections (one Python process holding both libraries' local stores; per round,
 each cell is measured once per library, the order of the libraries alternating per round;
-a measurement repeats the call until 20 ms have passed and takes the mean; the cell's figure
-is the median over the rounds):
+a measurement is the median of 5 batches of calls that last 20 ms in all (50 ms for the
+latency and key-count cells; calls longer than that run once); the cell's figure is the
+median over the rounds):
   local     push of K values (K = 1, 2, 4, 8) of S bytes to one key (S = 4 KiB .. 64 MiB), and
             pull of that key into K outputs; no updater (the store keeps the sum).
             MXNet's push of ONE value with no updater makes the stored value the caller's
             array (no copy, nothing reduced): the script checks this at run time and marks
             those cells "alias" (no target).
-  latency   one push and one pull of a small key (4 B and 4 KiB), per pair.
+  latency   one push and one pull of a small key (4 B and 4 KiB), per pair ("alias" like the
+            K=1 push), and one pull alone.
   train     a 100-key model (50 weights 256 x 64 and 50 biases 64, float32, 0.82 M parameters)
             under sgd with momentum (the local store's updater): per step the gradients of all
             100 keys are pushed and the weights pulled, (a) in one push call and one pull
@@ -180,18 +182,23 @@ class KV(object):
         self.kv.close()
 
 
-def per_call(fn, min_s=MIN_BATCH_S):
-    """Mean seconds per call of fn over a batch of at least min_s (one call if it is longer)."""
+def per_call(fn, min_s=MIN_BATCH_S, batches=5):
+    """Seconds per call of fn: the median of `batches` batches that together last at least
+    min_s (each batch's mean per call; one call per batch when a call is that long). A
+    median of short batches drops the ones another process's time slice fell into."""
     t0 = time.perf_counter()
     fn()
     t = time.perf_counter() - t0
+    n = max(1, int(min_s / batches / max(t, 1e-7)))
     if t >= min_s:
         return t
-    n = max(1, int(min_s / max(t, 1e-7)))
-    t0 = time.perf_counter()
-    for _ in range(n):
-        fn()
-    return (time.perf_counter() - t0) / n
+    means = []
+    for _ in range(batches):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        means.append((time.perf_counter() - t0) / n)
+    return statistics.median(means)
 
 
 class Table(object):
@@ -313,14 +320,17 @@ def parse_size(cell):
 
 
 def section_latency(libs, rounds):
-    t = Table("latency", "one push + one pull of one key", "us")
+    t = Table("latency", "one push + one pull of one key, and one pull alone", "us")
+    alias = any(mxnet_push_aliases(lib) for lib in libs)
     setup = {}
     for lib in libs:
         for i, s in enumerate((4, 4 * KiB)):
             lib.init(5000 + i, lib.array(s // 4, 0.0))
             setup[(lib.name, s)] = (5000 + i, lib.array(s // 4, 1.0), lib.array(s // 4, 0.0))
     for s in (4, 4 * KiB):
-        t.row("push+pull %s" % size_name(s), TARGET_LOCAL)
+        t.row("push+pull %s" % size_name(s), None if alias else TARGET_LOCAL,
+              "alias: MXNet's push stores the caller's array" if alias else "")
+        t.row("pull %s" % size_name(s), TARGET_LOCAL)
     for rnd in range(rounds):
         for s in (4, 4 * KiB):
             for lib in orders(rnd, libs):
@@ -331,6 +341,13 @@ def section_latency(libs, rounds):
                     lib.pull(k, o)
                     o.wait_to_read()
                 t.add("push+pull %s" % size_name(s), lib.name, per_call(fn, 0.05))
+            for lib in orders(rnd, libs):
+                k, v, o = setup[(lib.name, s)]
+
+                def fn(lib=lib, k=k, o=o):
+                    lib.pull(k, o)
+                    o.wait_to_read()
+                t.add("pull %s" % size_name(s), lib.name, per_call(fn, 0.05))
     t.show()
     return t
 
@@ -472,7 +489,7 @@ def dist_worker(a):
             lib.push(keys, vals)
             lib.pull(keys, outs)
             lib.wait(outs)
-        res["keys %d" % n] = timed_loop(fn, max(3, min(50, 20000 // n)), warm=1) / n
+        res["keys %d" % n] = timed_loop(fn, max(2, min(50, 20000 // n)), warm=1) / n
     lib.barrier()
     if lib.rank == 0:
         print("CMPRESULT " + json.dumps(res))
@@ -606,6 +623,84 @@ def section_dist(a, sections):
     return list(tables.values())
 
 
+# -- the condensed tables of docs/PERFORMANCE.md (--report FILE.json) -----------------------
+def report(paths):
+    """Prints the tables of --json files (of one run each) in the condensed form of
+    docs/PERFORMANCE.md: ratios (kvstore speed / MXNet speed), cells below target in bold."""
+    rows, commits = {}, []
+    for path in paths:
+        with open(path) as f:
+            d = json.load(f)
+        commits.append(d["commit"].split(" ")[0])
+        rows.update({(t["section"], r["cell"]): r for t in d["tables"] for r in t["rows"]})
+
+    def ratio(sec, cell, alias_ok=True):
+        r = rows.get((sec, cell))
+        if r is None:
+            return "-"
+        if r["ratio"] is None:
+            return "**failed**"
+        text = "%.2fx" % r["ratio"]
+        if r["note"].startswith("alias"):
+            return "alias (%s)" % text if alias_ok else text
+        return "**%s**" % text if r["met"] is False else text
+
+    def us(sec, cell, scale=1e6):
+        r = rows.get((sec, cell))
+        return ("%.3g / %.3g" % (r["mxnet_s"] * scale, r["kvstore_s"] * scale)
+                if r and r["mxnet_s"] and r["kvstore_s"] else "-")
+
+    print("measured at: %s" % ", ".join(commits))
+    local = [c for (sec, c) in rows if sec == "local"]
+    if local:
+        sizes = sorted({parse_size(c) for c in local})
+        ks = sorted({int(c.split("K=")[1].split()[0]) for c in local})
+        print("\n| S | " + " | ".join("K=%d push | K=%d pull" % (k, k) for k in ks) + " |")
+        print("|---|" + "---:|---:|" * len(ks))
+        for sz in sizes:
+            print("| %s | " % size_name(sz) + " | ".join(
+                "%s | %s" % (ratio("local", "push K=%d %s" % (k, size_name(sz))),
+                             ratio("local", "pull K=%d %s" % (k, size_name(sz))))
+                for k in ks) + " |")
+    for sec, unit, scale in (("latency", "us", 1e6), ("train", "ms", 1e3)):
+        cells = [c for (s, c) in rows if s == sec]
+        if cells:
+            print("\n| %s | MXNet / kvstore %s | kvstore / MXNet speed |" % (sec, unit))
+            print("|---|---:|---:|")
+            for c in cells:
+                print("| %s | %s | %s |" % (c, us(sec, c, scale), ratio(sec, c, alias_ok=True)))
+    dist = [c for (s, c) in rows if s == "dist"]
+    lat = [c for (s, c) in rows if s == "dist-latency"]
+    if dist or lat:
+        configs = []
+        for c in dist + lat:
+            if c.split()[0] not in configs:
+                configs.append(c.split()[0])
+        sizes = sorted({parse_size(c) for c in dist})
+        print("\n| W x S | " + " | ".join(size_name(z) for z in sizes) + " | 4 KiB latency |")
+        print("|---|" + "---:|" * (len(sizes) + 1))
+        for cfg in configs:
+            print("| %s | " % cfg.replace("x", " x ") + " | ".join(
+                ratio("dist", "%s %s" % (cfg, size_name(z))) for z in sizes) +
+                " | %s |" % ratio("dist-latency", "%s 4 KiB" % cfg))
+    counts = sorted({int(c.split()[0]) for (s, c) in rows if s in ("keys", "dist-keys")})
+    if counts:
+        print("\n| keys per call | local: us per key, MXNet / kvstore | local ratio | "
+              "kvstore per key vs 100 | dist 1 x 1: us per key | dist ratio | "
+              "kvstore per key vs 100 |")
+        print("|---:|---:|---:|---:|---:|---:|---:|")
+        for n in counts:
+            cell = "%d keys" % n
+            flat = []
+            for sec in ("keys", "dist-keys"):
+                r, ref = rows.get((sec, cell)), rows.get((sec, "100 keys"))
+                flat.append("%.2f" % (r["kvstore_s"] / ref["kvstore_s"])
+                            if r and ref and r["kvstore_s"] and ref["kvstore_s"] else "-")
+            print("| %d | %s | %s | %s | %s | %s | %s |" % (
+                n, us("keys", cell), ratio("keys", cell), flat[0], us("dist-keys", cell),
+                ratio("dist-keys", cell), flat[1]))
+
+
 # -- driver ---------------------------------------------------------------------------------
 ALL_SECTIONS = ["local", "latency", "train", "keys", "dist", "dist-latency", "dist-keys"]
 
@@ -627,6 +722,8 @@ def main():
     ap.add_argument("--quick", action="store_true",
                     help="a smoke run: 2 rounds, 1 job each, small sizes and key counts")
     ap.add_argument("--json", help="write every sample and median here")
+    ap.add_argument("--report", metavar="FILE", nargs="+",
+                    help="print a --json file's tables as docs/PERFORMANCE.md shows them")
     ap.add_argument("--_worker", choices=["mxnet", "kvstore"], help=argparse.SUPPRESS)
     ap.add_argument("--latency", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -635,6 +732,8 @@ def main():
     sys.path.insert(0, os.path.join(ROOT, "bindings", "python"))
     if a._worker:
         return dist_worker(a)
+    if a.report:
+        return report(a.report)
     if a.quick:
         a.rounds, a.dist_rounds = 2, 1
         a.sizes, a.dist_sizes, a.key_counts = "4096,1048576", "1048576", "10,100,1000"
