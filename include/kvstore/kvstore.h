@@ -598,6 +598,47 @@ KVSTORE_API int KVIsWorkerNode(void);
 KVSTORE_API int KVIsServerNode(void);
 KVSTORE_API int KVIsSchedulerNode(void);
 
+/* ---------------------------------------------------------------------------------------- */
+/* Profiling (docs/PROFILING.md)                                                             */
+/* ---------------------------------------------------------------------------------------- */
+
+/* Starts this process's profiler: from now on the library records a timeline (Chrome trace /
+ * Perfetto JSON, written by KVProfileStop or at exit) and per-key counters (KVProfileGetStats)
+ * for every store of the process. The timeline holds the data calls (push, pull, pushpull,
+ * with their bytes), and per key: a dist worker's operations from queueing to their last
+ * reply, the messages sent and received (type, key, bytes), a server's waits for the round,
+ * and the reductions and optimizer applies of servers and in-process stores.
+ * `path`: the timeline file; NULL or "": counters only. A distributed node writes PATH with
+ * its node added before ".json" ("t.json" becomes "t.worker0.json", "t.server1.json",
+ * "t.scheduler.json"); other processes write PATH itself. KVSTORE_PROFILE=PATH in the
+ * environment starts the profiler when the library is loaded. Starting clears the events
+ * and counters of an earlier run. At most KVSTORE_PROFILE_MAX_EVENTS events (default
+ * 1000000, about 100 bytes each) are kept; later ones are counted and reported.
+ * Errors: INVALID_ARGUMENT (the profiler already runs, the folder of `path` is not writable,
+ * a malformed KVSTORE_PROFILE_MAX_EVENTS). */
+KVSTORE_API int KVProfileStart(const char* path);
+
+/* Stops the profiler and writes the timeline when KVProfileStart named a path; the counters
+ * stay readable. Nothing to do when it does not run.
+ * Errors: INVALID_ARGUMENT (the file cannot be written). */
+KVSTORE_API int KVProfileStop(void);
+
+/* Copies the per-key counters of the current or last profiler run, as a NUL-terminated JSON
+ * object, into `buf` of `size` bytes; *out_size receives the bytes needed (with the NUL), also
+ * when the buffer is too small (then INVALID_ARGUMENT, nothing copied; buf may be NULL with
+ * size 0 to ask for the size). The object:
+ *   {"node": "worker 0" ("" outside a distributed job), "running": true|false,
+ *    "keys": [{"key": 3 | "name", "pushes": N, "pulls": N, "bytes_pushed": B,
+ *              "bytes_pulled": B, "round_waits": N, "round_wait_us": T, "reduce_us": T,
+ *              "applies": N, "apply_us": T}, ...]}
+ * pushes/pulls: the key's occurrences in successful data calls (a pushpull counts both),
+ * with their arrays' bytes. round_wait_us: on a dist worker, the time from queueing each of
+ * the key's operations to its last reply; on a server, from each request's arrival to the
+ * end of its round. reduce_us and apply_us: time summing pushed values and running the
+ * updater (servers, in-process stores). Times in microseconds.
+ * Errors: NULL_POINTER (out_size; buf with size > 0), INVALID_ARGUMENT (buffer too small). */
+KVSTORE_API int KVProfileGetStats(char* buf, size_t size, size_t* out_size);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

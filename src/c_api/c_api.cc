@@ -10,6 +10,7 @@
 
 #include "c_api/call_arrays.h"
 #include "c_api/guard.h"
+#include "c_api/profile_call.h"
 #include "core/device.h"
 #include "kvstore_features.h"
 #include "store/callback_updater.h"
@@ -53,6 +54,7 @@ int StorePush(KVStoreHandle store, const KeyList& keys, const KVArrayHandle* val
     const InCall in_call = EnterStore(store);
     CallArrays v = CheckList(keys, vals, "push");
     CheckStorage(*store, keys, v, "push");
+    const kvstore::capi::ProfiledCall prof("push", kvstore::profile::Stat::kPush, keys, v);
     store->Push(keys, v.data(), priority);
   });
 }
@@ -62,6 +64,7 @@ int StorePull(KVStoreHandle store, const KeyList& keys, const KVArrayHandle* out
     const InCall in_call = EnterStore(store);
     CallArrays o = CheckList(keys, outs, "pull", true);
     CheckStorage(*store, keys, o, "pull", true);
+    const kvstore::capi::ProfiledCall prof("pull", kvstore::profile::Stat::kPull, keys, o);
     store->Pull(keys, o.data(), priority);
   });
 }
@@ -75,6 +78,8 @@ int StorePushPullOrBroadcast(KVStoreHandle store, const KeyList& vkeys, const KV
     CallArrays o = CheckList(okeys, outs, kBroadcast ? "broadcast output" : "pushpull output", true);
     CheckStorage(*store, vkeys, v, kBroadcast ? "broadcast" : "pushpull");
     CheckStorage(*store, okeys, o, kBroadcast ? "broadcast" : "pushpull", true);
+    const kvstore::capi::ProfiledCall prof(kBroadcast ? "broadcast" : "pushpull",
+        kBroadcast ? kvstore::profile::Stat::kNone : kvstore::profile::Stat::kPush, vkeys, v, &okeys, &o);
     if (kBroadcast) store->Broadcast(vkeys, v.data(), okeys, o.data(), priority);
     else store->PushPull(vkeys, v.data(), okeys, o.data(), priority);
   });

@@ -3,6 +3,7 @@
 
 #include <cstdio>
 
+#include "core/profile.h"
 #include "ps/clock.h"
 
 namespace kvstore {
@@ -16,6 +17,7 @@ std::string g_log_prefix = "kvstore";
 }  // namespace
 
 void SetLogPrefix(const std::string& prefix) {
+  profile::SetNode(prefix);  // the timeline's process name and file suffix
   std::lock_guard<std::mutex> lock(g_log_mu);
   g_log_prefix = prefix;
 }

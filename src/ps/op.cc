@@ -7,11 +7,23 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/profile.h"
 #include "ps/clock.h"
 #include "ps/compressed_pull.h"
 
 namespace kvstore {
 namespace dist {
+
+namespace {
+// An op's span, from Begin to Finish: asynchronous (the ops of the I/O thread overlap), with
+// the key's bytes; its duration is the key's time waiting for the round (profile.h).
+void ProfileOp(const Op& op) {
+  const int64_t now = profile::NowNs();
+  profile::Record('b', OpVerb(op.type), nullptr, op.begun_ns, now, op.key->display,
+                  static_cast<int64_t>(op.key->nbytes));
+  profile::Count(profile::Stat::kRoundWait, op.key->display, 0, now - op.begun_ns);
+}
+}  // namespace
 
 const char* OpVerb(MsgType t) {
   switch (t) {
@@ -112,9 +124,11 @@ void OpTracker::Begin(Op& op) {
   PushRecord& p = op.key->pushes;
   if (op.type == MsgType::kPush || op.type == MsgType::kPushPull) op.push_seq = ++p.queued;
   op.after_pushes = p.queued;
+  if (profile::On()) op.begun_ns = profile::NowNs();
 }
 
 void OpTracker::Finish(Op& op) {
+  if (op.begun_ns != 0) ProfileOp(op);
   if (op.status == 0 && op.staging) {
     for (Array* out : op.outs) {
       if (out->ctx().is_cpu()) continue;

@@ -120,6 +120,7 @@ struct Op {
   // pushes of the key queued before it.
   uint64_t push_seq = 0;
   uint64_t after_pushes = 0;
+  int64_t begun_ns = 0;  // when Begin queued it, while profiling (core/profile.h); else 0
 
   // Accounts for one part: its outcome from server `dest`, and for a successful pull or
   // pushpull the server's `reply` (its values are copied into place, or adopted). Returns

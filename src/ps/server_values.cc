@@ -11,6 +11,7 @@
 
 #include "core/cpu/kernels.h"
 #include "core/dtype.h"
+#include "core/profile.h"
 #include "optimizer/recv_sum.h"
 #include "ps/clock.h"
 #include "ps/log.h"
@@ -21,6 +22,15 @@
 namespace kvstore {
 namespace dist {
 namespace server {
+
+// A request's span from its arrival to the end of its round: asynchronous (a round's requests
+// overlap), and the key's time waiting for the round (core/profile.h).
+static void ProfileRoundWait(const Req& r, const KeyState& k) {
+  const int64_t now = profile::NowNs(), arrived = static_cast<int64_t>(r.arrived * 1e9);
+  profile::Record('b', "round wait", MsgTypeName(static_cast<uint16_t>(r.type)), arrived, now, k.display,
+                  k.count * static_cast<int64_t>(DTypeSize(k.dtype)));
+  profile::Count(profile::Stat::kRoundWait, k.display, 0, now - arrived);
+}
 
 // Answers pulls at the heads of the FIFOs and runs rounds while every FIFO has a push at
 // its head.
@@ -78,6 +88,7 @@ void Server::Update(KeyState* k, Array* recv, Array* target) {
   // The optimizer state is committed with the value: once Update returns, StoreNewValue
   // only moves `target` into place, which cannot fail. A throw discards it.
   UpdateTxn txn;
+  KV_PROFILE_SCOPE("apply", k->display, static_cast<int64_t>(recv->nbytes()), profile::Stat::kApply);
   u->Update(k->updater_id, k->is_str ? k->name.c_str() : nullptr, recv, target, &txn);
   txn.Commit();
 }
@@ -165,6 +176,7 @@ void Server::RunRound(KeyState* k) {
   // In place in worker 0's message (srcs[0]), one worker's push is already its own sum.
   // A multi-precision updater gets the float32 sum of the converted pushes instead.
   auto sum = [&](void* dst, int dst_dtype) {
+    KV_PROFILE_SCOPE("reduce", k->display, k->count * static_cast<int64_t>(DTypeSize(k->dtype)), profile::Stat::kReduce);
     if (any_packed) {
       compression::Compression::Sum(packed_srcs.data(), num_srcs, k->count, k->dtype, dst, dst_dtype);
     } else if (mixed) {
@@ -184,6 +196,7 @@ void Server::RunRound(KeyState* k) {
   }
   for (auto& q : k->fifo) {
     const Req& r = q.front();
+    if (profile::On()) ProfileRoundWait(r, *k);
     ReplyReq(r, status, msg, r.type == MsgType::kPushPull ? k : nullptr);
     q.pop_front();
   }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/profile.h"
 #include "ps/log.h"
 
 namespace kvstore {
@@ -181,6 +182,12 @@ std::string ValidateHeader(const WireHeader& h, size_t frames_after_header,
   return "";
 }
 
+// The key a data message names, as the profile names keys ("3", "\"w\""); "" for others.
+static std::string ProfileKey(const WireHeader& h, const std::string& str) {
+  if (!IsDataType(h.type)) return std::string();
+  return (h.flags & kFlagStrKey) ? "\"" + str + "\"" : std::to_string(h.key);
+}
+
 bool RecvValidMessage(zmq::socket_t& sock, bool router, const char* peer, Message* out) {
   for (int dropped = 0; dropped < 64; ++dropped) {
     bool ok = false;
@@ -193,6 +200,7 @@ bool RecvValidMessage(zmq::socket_t& sock, bool router, const char* peer, Messag
 }
 
 bool RecvMessage(zmq::socket_t& sock, bool router, Message* out, bool* ok, std::string* why) {
+  profile::Scope prof("recv");
   *ok = false;
   std::vector<zmq::message_t> frames;
   for (;;) {
@@ -239,6 +247,7 @@ bool RecvMessage(zmq::socket_t& sock, bool router, Message* out, bool* ok, std::
   }
   if (out->h.payload_len > 0) out->payload = std::move(frames[next]);
   *ok = true;
+  if (prof.on()) prof.Set(ProfileKey(out->h, out->str), out->payload.size(), profile::Stat::kNone, MsgTypeName(out->h.type));
   return true;
 }
 
@@ -255,6 +264,7 @@ void ReleaseSharedBuf(void* /*data*/, void* hint) {
 
 bool SendMessage(zmq::socket_t& sock, const std::string* routing_id, WireHeader h,
                  const std::string& str, const OutPayload& payload) {
+  KV_PROFILE_SCOPE("send", ProfileKey(h, str), static_cast<int64_t>(payload.nbytes), profile::Stat::kNone, MsgTypeName(h.type));
   h.str_len = static_cast<uint32_t>(str.size());
   h.payload_len = payload.nbytes;
   h.num_frames = 1 + (str.empty() ? 0 : 1) + (payload.nbytes > 0 ? 1 : 0);

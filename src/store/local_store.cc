@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "comm/comm.h"
+#include "core/profile.h"
 #include "optimizer/recv_sum.h"
 #include "optimizer/states.h"
 #include "core/row_sparse.h"
@@ -487,6 +488,7 @@ class LocalStore final : public Store {
       }
       CopyArray(e->candidate.get(), *e->value);
       UpdaterScope scope(this);
+      KV_PROFILE_SCOPE("apply", KeyName(*e), static_cast<int64_t>(e->merged->nbytes()), profile::Stat::kApply);
       updater.Update(e->id, e->is_str ? e->str_key.c_str() : nullptr, e->merged.get(), e->candidate.get(), txn);
     }
   }
@@ -494,12 +496,16 @@ class LocalStore final : public Store {
   // dst <- the sum of g's values: compressed (in float32, compressed_reduce.h) when `gc` is
   // set and compresses the key's dtype, else by the comm in dst's dtype (the key's).
   void Sum(GradientCompression::State* gc, const PushGroup& g, Array* dst) {
+    KV_PROFILE_SCOPE("reduce", KeyName(*g.entry), static_cast<int64_t>(dst->nbytes()), profile::Stat::kReduce);
     if (gc && Compression::Compresses(g.entry->dtype)) gc->Reduce(g.entry, g.vals, dst);
     else comm_->Reduce(g.vals, dst);
   }
 
   void ExecutePull(const std::vector<PullItem>& items) {
-    for (const PullItem& item : items) CopyArray(item.out, *item.entry->value);
+    for (const PullItem& item : items) {
+      KV_PROFILE_SCOPE("copy out", KeyName(*item.entry), static_cast<int64_t>(item.out->nbytes()));
+      CopyArray(item.out, *item.entry->value);
+    }
   }
 
   std::unique_ptr<Comm> comm_;
