@@ -18,9 +18,9 @@ from .errors import KVStoreError, ERROR_CLASSES, error_class
 from .errors import *  # noqa: F401,F403  (one class per KV_ERR_* code)
 from .context import Context, cpu, gpu, num_gpus, current_context
 from .ndarray import NDArray
-from . import nd, np, kv, optimizer
+from . import nd, np, kv, optimizer, profiler
 
-__all__ = ["kv", "nd", "np", "optimizer", "cpu", "gpu", "Context", "num_gpus", "current_context", "NDArray",
+__all__ = ["kv", "nd", "np", "optimizer", "profiler", "cpu", "gpu", "Context", "num_gpus", "current_context", "NDArray",
            "KVStoreError", "ERROR_CLASSES", "error_class", "errors", "LIBRARY_PATH",
            "library_version", "has_feature", "FEATURE_CUDA", "FEATURE_NCCL", "FEATURE_DIST",
            "__version__"] + [cls.__name__ for cls in ERROR_CLASSES.values()]

@@ -154,6 +154,10 @@ PROTOTYPES = {
     "KVIsWorkerNode": (c_int, []),
     "KVIsServerNode": (c_int, []),
     "KVIsSchedulerNode": (c_int, []),
+    # profiling
+    "KVProfileStart": (c_int, [c_char_p]),
+    "KVProfileStop": (c_int, []),
+    "KVProfileGetStats": (c_int, [c_char_p, c_size_t, _P(c_size_t)]),
 }
 
 
