@@ -2,6 +2,7 @@
 #include "ps/log.h"
 
 #include <cstdio>
+#include <ctime>
 
 #include "core/profile.h"
 #include "ps/clock.h"
@@ -28,8 +29,14 @@ void Log(const char* fmt, ...) {
   va_start(ap, fmt);
   std::vsnprintf(buf, sizeof(buf), fmt, ap);
   va_end(ap);
+  // UTC wall-clock time to the microsecond, comparable across the nodes' logs.
+  timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  tm utc;
+  gmtime_r(&now.tv_sec, &utc);
   std::lock_guard<std::mutex> lock(g_log_mu);
-  std::fprintf(stderr, "[kvstore %s] %s\n", g_log_prefix.c_str(), buf);
+  std::fprintf(stderr, "[kvstore %s %02d:%02d:%02d.%06ld] %s\n", g_log_prefix.c_str(), utc.tm_hour,
+               utc.tm_min, utc.tm_sec, now.tv_nsec / 1000, buf);
   std::fflush(stderr);
 }
 

@@ -1,4 +1,5 @@
-// log.h - the nodes' log: one line per call on stderr, prefixed with the node's name.
+// log.h - the nodes' log: one line per call on stderr, prefixed with the node's name and
+// the UTC time of day to the microsecond ("[kvstore worker 0 14:03:07.123456] ...").
 //
 // Invariants. Lines are written whole (one lock around each write) and flushed at once, so
 // the lines of the threads of a node, and of the nodes sharing a terminal, do not mix.

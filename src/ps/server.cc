@@ -171,8 +171,8 @@ void Server::HandleWorker(Message& m) {
     return;
   }
   const int rank = m.h.sender_rank;
-  if (cfg_.verbose >= 2) Log("%s from worker %d key %lld", MsgTypeName(m.h.type), rank,
-                             static_cast<long long>(m.h.key));
+  if (cfg_.verbose >= 2) Log("%s from worker %d key %lld, %zu bytes", MsgTypeName(m.h.type), rank,
+                             static_cast<long long>(m.h.key), m.payload.size());
   switch (static_cast<MsgType>(m.h.type)) {
     case MsgType::kCommand:
       HandleCommand(m);

@@ -235,9 +235,9 @@ void WorkerIo::SendOne(OutMsg& m, const SendQueue<OutMsg>::Ticket& ticket) {
   outstanding_.emplace(id, std::move(o));  // every queued request has a reply
   zmq::socket_t& sock = m.dest < 0 ? link_.socket() : servers_[static_cast<size_t>(m.dest)];
   if (cfg_.verbose >= 2) {
-    Log("send %s%s%s to %s", MsgTypeName(m.h.type), m.op ? " of key " : "",
+    Log("send %s%s%s to %s, %zu bytes", MsgTypeName(m.h.type), m.op ? " of key " : "",
         m.op ? m.op->key->display.c_str() : "",
-        m.dest < 0 ? "the scheduler" : NodeName(Role::kServer, m.dest).c_str());
+        m.dest < 0 ? "the scheduler" : NodeName(Role::kServer, m.dest).c_str(), m.payload.nbytes);
   }
   if (!SendMessage(sock, nullptr, m.h, m.str, m.payload)) {
     Outstanding failed = std::move(outstanding_[id]);
