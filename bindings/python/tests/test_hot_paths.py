@@ -126,3 +126,34 @@ def test_hot_paths_on_a_closed_store(store):
                  lambda: store.pushpull(1, a)):
         with pytest.raises(ValueError, match="operation on a closed KVStore"):
             call()
+
+
+def test_a_call_that_meets_a_close_in_progress_waits_for_its_outcome(store):
+    """close() clears the handle under the store's lock before it counts the running calls
+    (kv.KVStore._active). A call that reads the cleared handle meanwhile must wait for
+    close()'s outcome instead of failing: here close() finds a call and puts the handle back,
+    as it does when it raises BusyError."""
+    import threading
+    import time
+
+    store.init(5, nd.zeros(SHAPE))
+    handle = store._handle
+    cleared, done = threading.Event(), []
+
+    def close_in_progress():
+        with store._lock:
+            store._handle = None
+            cleared.set()
+            time.sleep(0.2)
+            store._handle = handle
+
+    t = threading.Thread(target=close_in_progress)
+    t.start()
+    assert cleared.wait(10)
+    a = nd.ones(SHAPE) * 3
+    store.push(5, a)           # one-key hot path
+    store.pull([5], out=[a])   # list hot path
+    done.append(True)
+    t.join(10)
+    numpy.testing.assert_array_equal(a.asnumpy(), full(3))
+    assert done and not store.closed
