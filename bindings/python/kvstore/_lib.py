@@ -181,9 +181,9 @@ def _unchecked(lib, names):
     each argument by its Python type alone, without a from_param call per argument (which
     costs more than the library's own work in a one-key push). Only the store's hot paths
     call these, and only with arguments of these kinds: the KVStoreHandle, Python ints
-    (C int), and bytes for the pointer arguments (const int* keys, const KVArrayHandle*
-    arrays: a bytes object is passed as a pointer to its contents, which the library only
-    reads). Everything else goes through LIB's declared prototypes."""
+    (C int), and bytes for the pointer arguments (const int* keys, const char* const* keys,
+    const KVArrayHandle* arrays: a bytes object is passed as a pointer to its contents, which
+    the library only reads). Everything else goes through LIB's declared prototypes."""
     out = {}
     for name in names:
         fn = lib._FuncPtr((name, lib))
@@ -195,4 +195,5 @@ def _unchecked(lib, names):
 LIB, LIBRARY_PATH = _load()
 _declare(LIB)
 #: The hot path's undeclared entry points (see _unchecked).
-UNCHECKED = _unchecked(LIB, ("KVStorePush", "KVStorePull", "KVStorePushPull"))
+UNCHECKED = _unchecked(LIB, ("KVStorePush", "KVStorePull", "KVStorePushPull", "KVStorePushStr",
+                             "KVStorePullStr", "KVStorePushPullStr"))

@@ -193,41 +193,78 @@ def _flatten(key, values, what, output=False):
 
 
 # -- hot paths ------------------------------------------------------------------------------
-# push, pull and pushpull of the common shapes (one int key and one NDArray; a list of int
-# keys and a list of as many NDArrays) skip _flatten and _Batch: the keys are packed into
-# bytes by the struct/array modules (which also check the C int range), the arrays' handles
-# are the joined _Handle.cptr bytes, and the call goes to _lib.UNCHECKED (no argtypes). Any
-# other shape, and any argument these checks do not accept, takes the general path, which
-# then accepts it or raises its usual error: the fast paths change no behaviour, only cost.
+# push, pull and pushpull of the common shapes (one int or str key and one NDArray; a list of
+# int keys, or of str keys, and a list of as many NDArrays) skip _flatten and _Batch: int keys
+# are packed into bytes by the struct/array modules (which also check the C int range), str
+# keys are the joined pointers of cached UTF-8 copies (_str_key_ptr), the arrays' handles are
+# the joined _Handle.cptr bytes, and the call goes to _lib.UNCHECKED (no argtypes). Any other
+# shape, and any argument these checks do not accept, takes the general path, which then
+# accepts it or raises its usual error: the fast paths change no behaviour, only cost.
 _PUSH = UNCHECKED["KVStorePush"]
 _PULL = UNCHECKED["KVStorePull"]
 _PUSHPULL = UNCHECKED["KVStorePushPull"]
+_PUSH_STR = UNCHECKED["KVStorePushStr"]
+_PULL_STR = UNCHECKED["KVStorePullStr"]
+_PUSHPULL_STR = UNCHECKED["KVStorePushPullStr"]
 _pack_int = struct.Struct("=i").pack
 _get_h = operator.attrgetter("_h")
 _get_cptr = operator.attrgetter("cptr")
 _INT_ONLY = {int}
+_STR_ONLY = {str}
+
+# str key -> (the native bytes of a char* to its UTF-8 copy, the c_char_p owning the copy).
+# Entries are never removed, so a pointer taken from here stays valid for any call; past
+# _STR_KEYS_MAX distinct keys, new ones take the general path.
+_STR_KEYS = {}
+_STR_KEYS_MAX = 1 << 16
+
+
+def _str_key_ptr(key):
+    """The cached char* bytes of a str key, or None (a NUL inside, not encodable, or the
+    cache is full): the general path then handles the key, and raises for a bad one."""
+    e = _STR_KEYS.get(key)
+    if e is None:
+        if len(_STR_KEYS) >= _STR_KEYS_MAX or "\0" in key:
+            return None
+        try:
+            owner = c_char_p(key.encode("utf-8"))
+        except UnicodeError:
+            return None
+        e = _STR_KEYS.setdefault(key, (bytes(owner), owner))
+    return e[0]
 
 
 def _fast_keys(key):
-    """(num, packed keys) for one int key or a non-empty list/tuple of ints, else None."""
+    """(num, packed keys, str keys?) for one int or str key or a non-empty list/tuple of
+    ints or of strs, else None."""
     t = type(key)
     if t is int:
         try:
-            return 1, _pack_int(key)
+            return 1, _pack_int(key), False
         except struct.error:  # out of the C int range
             return None
-    if (t is list or t is tuple) and key and set(map(type, key)) == _INT_ONLY:
-        try:
-            return len(key), array.array("i", key).tobytes()
-        except OverflowError:
-            return None
+    if t is str:
+        p = _str_key_ptr(key)
+        return None if p is None else (1, p, True)
+    if (t is list or t is tuple) and key:
+        kinds = set(map(type, key))
+        if kinds == _INT_ONLY:
+            try:
+                return len(key), array.array("i", key).tobytes(), False
+            except OverflowError:
+                return None
+        if kinds == _STR_ONLY:
+            try:
+                return len(key), b"".join(map(_str_key_ptr, key)), True
+            except TypeError:  # a None: a key for the general path
+                return None
     return None
 
 
 def _fast_arrays(values, num, one_key):
-    """(handles, packed handles) for one NDArray (with one_key, an int key rather than a
-    list) or a list/tuple of num NDArrays, else None. The _Handles are returned so that the
-    caller holds them until the call returns."""
+    """(handles, packed handles) for one NDArray (with one_key, an int or str key rather
+    than a list) or a list/tuple of num NDArrays, else None. The _Handles are returned so
+    that the caller holds them until the call returns."""
     if one_key and isinstance(values, NDArray):
         h = values._h
         if h is None or h.cptr is None:
@@ -451,11 +488,12 @@ class KVStore(object):
                 return
         fk = _fast_keys(key)
         if fk is not None:
-            fa = _fast_arrays(value, fk[0], type(key) is int)
+            fa = _fast_arrays(value, fk[0], type(key) in (int, str))
             if fa is not None:
                 if type(priority) is not int:
                     priority = int(priority)
-                self._hot(_PUSH, (fk[0], fk[1], fa[1], priority), fa[0], True)
+                self._hot(_PUSH_STR if fk[2] else _PUSH, (fk[0], fk[1], fa[1], priority),
+                          fa[0], True)
                 return
         b = _flatten(key, value, "push")
         fn = LIB.KVStorePushStr if b.kind == "str" else LIB.KVStorePush
@@ -483,11 +521,12 @@ class KVStore(object):
                 return
         fk = _fast_keys(key)
         if fk is not None:
-            fa = _fast_arrays(out, fk[0], type(key) is int)
+            fa = _fast_arrays(out, fk[0], type(key) in (int, str))
             if fa is not None:
                 if type(priority) is not int:
                     priority = int(priority)
-                self._hot(_PULL, (fk[0], fk[1], fa[1], priority), fa[0], False)
+                self._hot(_PULL_STR if fk[2] else _PULL, (fk[0], fk[1], fa[1], priority),
+                          fa[0], False)
                 if self._pending_outputs is not None:
                     self._note_pending(out if type(out) in (list, tuple) else (out,))
                 return
@@ -501,14 +540,15 @@ class KVStore(object):
         """Push then pull in one call. Without out, the result is written into value."""
         fk = _fast_keys(key)
         if fk is not None:
-            one_key = type(key) is int
+            one_key = type(key) in (int, str)
             fv = _fast_arrays(value, fk[0], one_key)
             fo = fv if out is None else _fast_arrays(out, fk[0], one_key)
             if fv is not None and fo is not None:
                 if type(priority) is not int:
                     priority = int(priority)
-                self._hot(_PUSHPULL, (fk[0], fk[1], fv[1], fk[0], fk[1], fo[1], priority),
-                          (fv[0], fo[0]), True)
+                self._hot(_PUSHPULL_STR if fk[2] else _PUSHPULL,
+                          (fk[0], fk[1], fv[1], fk[0], fk[1], fo[1], priority), (fv[0], fo[0]),
+                          True)
                 if self._pending_outputs is not None:
                     o = value if out is None else out
                     self._note_pending(o if type(o) in (list, tuple) else (o,))

@@ -157,3 +157,40 @@ def test_a_call_that_meets_a_close_in_progress_waits_for_its_outcome(store):
     t.join(10)
     numpy.testing.assert_array_equal(a.asnumpy(), full(3))
     assert done and not store.closed
+
+
+def test_string_keys_take_the_hot_paths(monkeypatch):
+    s = kv.create("local")
+    try:
+        keys = ["w", "b", "ключ"]
+        s.init(keys, [nd.zeros(SHAPE) for _ in keys])
+        refuse_general_path(monkeypatch)
+        s.push("ключ", nd.ones(SHAPE) * 4)
+        out = nd.zeros(SHAPE)
+        s.pull("ключ", out=out)
+        numpy.testing.assert_array_equal(out.asnumpy(), full(4))
+        s.push(("w", "b"), [nd.ones(SHAPE) * 2, nd.ones(SHAPE) * 3])
+        outs = [nd.zeros(SHAPE), nd.zeros(SHAPE)]
+        s.pull(["w", "b"], out=outs)
+        numpy.testing.assert_array_equal(outs[1].asnumpy(), full(3))
+        s.pushpull(["b"], [nd.ones(SHAPE) * 5], out=[outs[0]])
+        numpy.testing.assert_array_equal(outs[0].asnumpy(), full(5))
+        with pytest.raises(kvstore.UnknownKeyError):
+            s.pull("nope", out=out)
+    finally:
+        s.close()
+
+
+def test_string_keys_the_hot_paths_refuse_keep_their_errors(store):
+    a = nd.ones(SHAPE)
+    with pytest.raises(ValueError, match="string key 'a\\\\x00b' contains a NUL character"):
+        store.push("a\0b", a)
+    with pytest.raises(ValueError, match="contains a NUL character"):
+        store.pull(["w", "a\0b"], out=[a, a])
+    with pytest.raises(UnicodeEncodeError):
+        store.push("\ud800", a)
+    with pytest.raises(kvstore.KeyKindMismatchError, match="int and string keys mixed"):
+        store.push(["w", 1], [a, a])
+    store.init(1, nd.zeros(SHAPE))  # an int-key store: a string key is the library's error
+    with pytest.raises(kvstore.KeyKindMismatchError):
+        store.push("w", a)
