@@ -37,7 +37,8 @@ the median over rounds of worker 0's median per iteration):
   dist          push + pull of one key of S bytes (1, 4, 16, 64 MiB) per worker per iteration,
                 as bytes moved per worker per second (2 S per iteration)
   dist-latency  the same with 4 KiB, per push + pull pair
-  dist-keys     (1 x 1 only) push and pull of N keys of 4 float32 in one call, N = 10 .. 100,000
+  dist-keys     (1 x 1 only) push and pull of N keys of 4 float32 in one call, N = 10 .. 100,000;
+                and the time per key of the init call of those keys (no target)
 
 Jobs are started by this script: the scheduler and servers are `kvstore-server` (kvstore) or
 `python -c "import mxnet"` (MXNet, as its tools/launch.py does), the workers this script, all
@@ -402,8 +403,9 @@ def flatness(t):
     """Per-key time at N over per-key time at 100 keys, per library (issue 13 item 1: <= 1.5)."""
     def note(r):
         out = []
+        base = "init of 100 keys" if r["cell"].startswith("init") else "100 keys"
         for lib in ("mxnet", "kvstore"):
-            ref, v = t.median("100 keys", lib), t.median(r["cell"], lib)
+            ref, v = t.median(base, lib), t.median(r["cell"], lib)
             if ref and v:
                 out.append("%s %.2f" % (lib, v / ref))
         return "per key vs 100 keys: " + ", ".join(out)
@@ -479,7 +481,12 @@ def dist_worker(a):
         key += 1
     for ci, n in enumerate(int(x) for x in a.key_counts.split(",") if x):
         keys = list(range(10 ** 6 + ci * 200000, 10 ** 6 + ci * 200000 + n))
-        lib.init(keys, [lib.array(KEY_FLOATS, 0.0) for _ in keys])
+        inits = [lib.array(KEY_FLOATS, 0.0) for _ in keys]
+        lib.barrier()
+        t0 = time.perf_counter()
+        lib.init(keys, inits)
+        lib.barrier()
+        res["init %d" % n] = (time.perf_counter() - t0) / n
         vals = [lib.array(KEY_FLOATS, 1.0) for _ in keys]
         outs = [lib.array(KEY_FLOATS, 0.0) for _ in keys]
         lib.wait()
@@ -608,6 +615,9 @@ def section_dist(a, sections):
                     num = int(num)
                     if kind == "keys":
                         tables["dist-keys"].add("%d keys" % num, lib, sec)
+                    elif kind == "init":
+                        tables["dist-keys"].row("init of %d keys" % num, None)
+                        tables["dist-keys"].add("init of %d keys" % num, lib, sec)
                     elif num == 4 * KiB and "dist-latency" in tables:
                         tables["dist-latency"].add("%dx%d 4 KiB" % (w, s), lib, sec)
                     else:
@@ -683,12 +693,13 @@ def report(paths):
             print("| %s | " % cfg.replace("x", " x ") + " | ".join(
                 ratio("dist", "%s %s" % (cfg, size_name(z))) for z in sizes) +
                 " | %s |" % ratio("dist-latency", "%s 4 KiB" % cfg))
-    counts = sorted({int(c.split()[0]) for (s, c) in rows if s in ("keys", "dist-keys")})
+    counts = sorted({int(c.split()[0]) for (s, c) in rows
+                     if s in ("keys", "dist-keys") and c[0].isdigit()})
     if counts:
         print("\n| keys per call | local: us per key, MXNet / kvstore | local ratio | "
               "kvstore per key vs 100 | dist 1 x 1: us per key | dist ratio | "
-              "kvstore per key vs 100 |")
-        print("|---:|---:|---:|---:|---:|---:|---:|")
+              "kvstore per key vs 100 | dist init: us per key |")
+        print("|---:|---:|---:|---:|---:|---:|---:|---:|")
         for n in counts:
             cell = "%d keys" % n
             flat = []
@@ -696,9 +707,9 @@ def report(paths):
                 r, ref = rows.get((sec, cell)), rows.get((sec, "100 keys"))
                 flat.append("%.2f" % (r["kvstore_s"] / ref["kvstore_s"])
                             if r and ref and r["kvstore_s"] and ref["kvstore_s"] else "-")
-            print("| %d | %s | %s | %s | %s | %s | %s |" % (
+            print("| %d | %s | %s | %s | %s | %s | %s | %s |" % (
                 n, us("keys", cell), ratio("keys", cell), flat[0], us("dist-keys", cell),
-                ratio("dist-keys", cell), flat[1]))
+                ratio("dist-keys", cell), flat[1], us("dist-keys", "init of " + cell)))
 
 
 # -- driver ---------------------------------------------------------------------------------
