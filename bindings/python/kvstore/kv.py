@@ -279,6 +279,7 @@ def _fast_arrays(values, num, one_key):
             return None
     return None
 
+
 class KVStore(object):
     """A store created by :func:`create`. Release it with :meth:`close` (or ``with``); it is
     also released when garbage-collected and at interpreter exit."""
