@@ -41,6 +41,15 @@ throws_ok(sub { $kv->push(2**31, $a) }, 'KVStore::Error::KeyKindMismatch', [qr/2
   'an integer beyond C int is a string key');
 throws_ok(sub { $kv->push([1, 'w'], [$a, $a]) }, 'KVStore::Error::KeyKindMismatch', [qr/'w'/],
   'mixed kinds in a list');
+throws_ok(sub { $kv->push([1, '2,3'], [$a, $a]) }, 'KVStore::Error::KeyKindMismatch',
+  [qr/'2,3'/], 'a key holding a comma in a list is a string key');
+throws_ok(sub { $kv->push([1, undef], [$a, $a]) }, 'KVStore::Error::InvalidArgument',
+  [qr/a key must be an int or a string, got undef/], 'an undef key in a list');
+$kv->init(2000000000, mx->nd->zeros([4]));
+$kv->push([1, 2000000000], [mx->nd->full([4], 8), mx->nd->full([4], 9)]);
+my @big = map { mx->nd->zeros([4]) } 1 .. 2;
+$kv->pull([2000000000, 1], out => \@big);
+is_deeply([map { vals($_)->[0] } @big], [9, 8], 'a 10-digit int key in a list (general path)');
 throws_ok(sub { $kv->push([1], $a) }, 'KVStore::Error::InvalidArgument',
   [qr/list of keys needs a list of values/], 'a list of keys with one value');
 throws_ok(sub { $kv->push([1, 2], [$a]) }, 'KVStore::Error::InvalidArgument',
@@ -63,7 +72,7 @@ like($@, qr/updater failed for key 1/, "an updater's exception from a hot push")
 $kv->_set_updater(undef);
 my $o = mx->nd->zeros([4]);
 $kv->pull(1, out => $o, priority => 2);
-is_deeply(vals($o), filled(8, 4), 'stored value: 7 + 1, the failed push changed nothing');
+is_deeply(vals($o), filled(9, 4), 'stored value: 8 + 1, the failed push changed nothing');
 $kv->close;
 throws_ok(sub { $kv->push(1, $a) }, 'KVStore::Error', [qr/closed/], 'a closed store');
 done_testing;

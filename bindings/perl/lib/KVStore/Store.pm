@@ -174,10 +174,13 @@ sub _hot_keys {
   my ($key) = @_;
   if (ref $key) {
     return undef unless ref $key eq 'ARRAY' && @$key;
-    for (@$key) {
-      return undef if !defined || ref || !/\A(?:0|-?[1-9][0-9]*)\z/
-        || $_ < -2147483648 || $_ > 2147483647;
-    }
+    # One match over the joined list instead of one per key: every key a canonical integer
+    # of at most 9 digits (so within C int; longer ones take the general path), and no key
+    # holding a comma of its own (the commas are exactly the separators). undef joins as ''.
+    no warnings 'uninitialized';
+    my $joined = join ',', @$key;
+    return undef unless ($joined =~ tr/,//) == $#$key
+      && $joined =~ /\A(?:(?:0|-?[1-9][0-9]{0,8}),)*(?:0|-?[1-9][0-9]{0,8})\z/;
     return $key;
   }
   return undef if !defined $key || $key !~ /\A(?:0|-?[1-9][0-9]*)\z/
