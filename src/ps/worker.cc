@@ -98,9 +98,8 @@ class WorkerStore : public Store, public Distributed {
   template <typename Groups, typename KeyOf, typename ValsOf>
   std::vector<PayloadRef> GatherAll(const Groups& groups, KeyOf key_of, ValsOf vals_of);
   std::vector<OutMsg> PartMessages(const std::shared_ptr<Op>& op) const;
-  class Batch;
   void StartDataOp(MsgType type, WorkerKey* k, PayloadRef payload, std::vector<Array*> outs,
-                   const std::shared_ptr<Waiter>& waiter, Batch* batch);
+                   const std::shared_ptr<Waiter>& waiter, SendBatch* batch);
   template <typename Groups, typename KeyOf, typename OutsOf>
   void StartAll(MsgType type, const Groups& groups, std::vector<PayloadRef>& payloads,
                 KeyOf key_of, OutsOf outs_of, int priority);
@@ -344,39 +343,12 @@ std::vector<OutMsg> WorkerStore::PartMessages(const std::shared_ptr<Op>& op) con
   return msgs;
 }
 
-// The requests of one call's operations on their way to the send queue: queued every
-// kOps operations (and by Flush), so that a call of many keys takes the queue's lock and
-// wakes the I/O thread once per kOps keys, not once per key, while the I/O thread sends
-// the first keys as the call builds the later ones. An operation counted as begun
-// (OpTracker::Begin) must reach the queue: callers Flush on every path, errors included.
-class WorkerStore::Batch {
- public:
-  static constexpr int kOps = 256;
-  Batch(WorkerIo* io, int priority) : io_(io), priority_(priority) {}
-  void Add(std::vector<OutMsg>& msgs) {
-    for (OutMsg& m : msgs) msgs_.push_back(std::move(m));
-    if (++ops_ >= kOps) Flush();
-  }
-  void Flush() {
-    ops_ = 0;
-    if (msgs_.empty()) return;
-    io_->Enqueue(msgs_, priority_);
-    msgs_.clear();
-  }
-
- private:
-  WorkerIo* const io_;
-  const int priority_;
-  int ops_ = 0;
-  std::vector<OutMsg> msgs_;
-};
-
-// Builds one operation and adds it to `batch`. Everything that can fail (allocations)
-// happens before any side effect: on failure the payload goes back with the op and no
-// output was marked pending, so nothing is left waiting for an op that never started.
+// Builds one operation into `batch`. Everything that can fail (allocations) happens before
+// any side effect: on failure the payload goes back with the op and no output was marked
+// pending, so nothing is left waiting for an op that never started.
 void WorkerStore::StartDataOp(MsgType type, WorkerKey* k, PayloadRef payload,
                               std::vector<Array*> outs, const std::shared_ptr<Waiter>& waiter,
-                              Batch* batch) {
+                              SendBatch* batch) {
   auto op = std::make_shared<Op>();
   op->type = type;
   op->key = k;
@@ -394,22 +366,15 @@ void WorkerStore::StartDataOp(MsgType type, WorkerKey* k, PayloadRef payload,
   batch->Add(msgs);
 }
 
-// StartDataOp for every group with its payload. When one fails, the ops already begun are
-// queued and go on, and the payloads not used yet go back with the vector.
+// StartDataOp for every group with its payload, queued in batches. When one fails, the ops
+// already begun are queued and go on, and the payloads not used yet go back with the vector.
 template <typename Groups, typename KeyOf, typename OutsOf>
 void WorkerStore::StartAll(MsgType type, const Groups& groups, std::vector<PayloadRef>& payloads,
                            KeyOf key_of, OutsOf outs_of, int priority) {
-  Batch batch(io_.get(), priority);
-  try {
-    for (size_t i = 0; i < groups.size(); ++i) {
-      StartDataOp(type, key_of(groups[i]), std::move(payloads[i]), outs_of(groups[i]), nullptr,
-                  &batch);
-    }
-  } catch (...) {
-    batch.Flush();
-    throw;
-  }
-  batch.Flush();
+  SendBatch batch(io_.get(), priority);
+  batch.ForEach(groups.size(), [&](size_t i) {
+    StartDataOp(type, key_of(groups[i]), std::move(payloads[i]), outs_of(groups[i]), nullptr, &batch);
+  });
 }
 
 void WorkerStore::Init(const KeyList& keys, const Array* const* vals) {
@@ -422,17 +387,10 @@ void WorkerStore::Init(const KeyList& keys, const Array* const* vals) {
   std::string msg;
   if (io_->rank() == 0 && keys.size > 0) {
     auto w = std::make_shared<Waiter>(keys.size);
-    Batch batch(io_.get(), INT32_MAX);
-    for (int i = 0; i < keys.size; ++i) {
-      WorkerKey* k = added[static_cast<size_t>(i)];
-      try {
-        StartDataOp(MsgType::kInit, k, Gather(k, {vals[i]}), {}, w, &batch);
-      } catch (...) {
-        batch.Flush();
-        throw;
-      }
-    }
-    batch.Flush();
+    SendBatch batch(io_.get(), INT32_MAX);
+    batch.ForEach(added.size(), [&](size_t i) {
+      StartDataOp(MsgType::kInit, added[i], Gather(added[i], {vals[i]}), {}, w, &batch);
+    });
     try {
       w->Wait(ControlDeadline(), "init: the servers did not acknowledge the initial values");
     } catch (const Error& e) {
@@ -464,15 +422,12 @@ void WorkerStore::Push(const KeyList& keys, const Array* const* vals, int priori
 }
 
 void WorkerStore::Pull(const KeyList& keys, Array* const* outs, int priority) {
-  std::vector<std::pair<WorkerKey*, std::vector<Array*>>> groups;
-  {
-    std::lock_guard<std::mutex> lock(registry_mu_);
-    CheckKind(keys);
-    groups = GroupByKey(keys, outs, "pull", "output");
-  }
+  std::unique_lock<std::mutex> lock(registry_mu_);
+  CheckKind(keys);
+  auto groups = GroupByKey(keys, outs, "pull", "output");
+  lock.unlock();
   std::vector<PayloadRef> none(groups.size());
-  StartAll(MsgType::kPull, groups, none, [](const auto& g) { return g.first; },
-           [](const auto& g) { return g.second; }, priority);
+  StartAll(MsgType::kPull, groups, none, [](auto& g) { return g.first; }, [](auto& g) { return g.second; }, priority);
 }
 
 void WorkerStore::PushPull(const KeyList& vkeys, const Array* const* vals, const KeyList& okeys,

@@ -137,5 +137,45 @@ class WorkerIo {
   std::unordered_map<uint64_t, Outstanding> outstanding_;
 };
 
+// The requests of one call's operations on their way to the send queue, queued every kOps
+// operations: a call of many keys takes the queue's lock and wakes the I/O thread once per
+// kOps keys, not once per key, while the I/O thread sends the first keys as the call builds
+// the later ones. Application threads; one per call.
+class SendBatch {
+ public:
+  static constexpr int kOps = 256;
+  SendBatch(WorkerIo* io, int priority) : io_(io), priority_(priority) {}
+  // Adds one operation's requests (moved from).
+  void Add(std::vector<OutMsg>& msgs) {
+    for (OutMsg& m : msgs) msgs_.push_back(std::move(m));
+    if (++ops_ >= kOps) Flush();
+  }
+  // Runs add(i) for i in [0, n), then queues what was added; when add throws, what was added
+  // before is queued (an operation counted as begun must reach the queue) and the error
+  // goes on.
+  template <typename Add>
+  void ForEach(size_t n, Add&& add) {
+    try {
+      for (size_t i = 0; i < n; ++i) add(i);
+    } catch (...) {
+      Flush();
+      throw;
+    }
+    Flush();
+  }
+  void Flush() {
+    ops_ = 0;
+    if (msgs_.empty()) return;
+    io_->Enqueue(msgs_, priority_);
+    msgs_.clear();
+  }
+
+ private:
+  WorkerIo* const io_;
+  const int priority_;
+  int ops_ = 0;
+  std::vector<OutMsg> msgs_;
+};
+
 }  // namespace dist
 }  // namespace kvstore
