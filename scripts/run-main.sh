@@ -7,7 +7,8 @@
 # epoch (loss, accuracy, samples/s, step time and the store's share of it). The same
 # training then runs in one process, and check_train.py checks that both agree, prints the
 # time per step of both and the share of a step spent inside push and pull, and draws the
-# loss and accuracy curves into BUILD/train_digits.png.
+# loss and accuracy curves into BUILD/train_digits.png. The distributed run is profiled:
+# BUILD/train_digits.profile.json is its merged timeline (scheduler, servers, workers).
 # Usage: scripts/run-main.sh [build-dir] [check_train.py options...]   (default: ./build-main)
 set -eu
 cd "$(dirname "$0")/.."
@@ -23,11 +24,12 @@ case "$build" in
   *) png=$(pwd)/$build/train_digits.png ;;
 esac
 
-# --- profiler: merged timeline (not wired yet) ---------------------------------------------
-# When kvstore-launch merges the nodes' KVSTORE_PROFILE timelines into one Chrome-trace file,
-# pass --profile "$build/profile.json" to run.sh below: check_train.py sets KVSTORE_PROFILE
-# for the distributed run only and prints where the merged timeline is.
-# -------------------------------------------------------------------------------------------
+# The profiler (KVSTORE_PROFILE, include/kvstore/kvstore.h): check_train.py sets it for the
+# distributed run only; every node writes its Chrome-trace timeline and kvstore-launch
+# merges them, on one clock, into this file (one process per node).
+profile=${png%.png}.profile.json
 
-./examples/train/run.sh "$build" --epochs 5 --plot "$png" "$@"
+./examples/train/run.sh "$build" --epochs 5 --plot "$png" --profile "$profile" "$@"
 echo "run-main: loss and accuracy curves: $png"
+echo "run-main: merged timeline of the distributed run (chrome://tracing or ui.perfetto.dev):" \
+     "$profile"

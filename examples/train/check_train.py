@@ -174,7 +174,7 @@ def main(argv):
     ap.add_argument("--profile", metavar="JSON",
                     help="KVSTORE_PROFILE=JSON for the distributed run only: every node writes "
                          "its timeline and kvstore-launch merges them into JSON "
-                         "(docs/PROFILING.md)")
+                         "(include/kvstore/kvstore.h, KVProfileStart)")
     ap.add_argument("--plot", metavar="PNG",
                     help="write the loss and accuracy curves of the runs here (matplotlib)")
     args, train_args = ap.parse_known_args(argv)
