@@ -44,10 +44,7 @@ void Server::Run() {
       KV_FAIL(KV_ERR_PEER_DEAD, "server %d: the scheduler sent nothing for %.1f s", rank_,
               sched_.Silence(now));
     }
-    if (now >= next_round_check_) {
-      next_round_check_ = now + 0.1;
-      CheckRoundTimeouts();
-    }
+    CheckRoundTimeouts();
   }
   if (cfg_.verbose >= 1) Log("stopped");
   if (!dead_list_.empty()) {

@@ -101,6 +101,9 @@ struct KeyState {
   std::shared_ptr<SharedBuf> stored, spare;
   std::unique_ptr<Array> merged;  // the round's sum when an updater runs, in its RecvDType
   std::vector<std::deque<Req>> fifo;  // sync mode: per worker rank
+  // Sync mode: the arrival of the oldest push at the head of a FIFO, filed in
+  // Server::round_starts_; -1 when no push heads a FIFO (TrackRound keeps both).
+  double round_since = -1;
   // Row-sparse requests (server_row_sparse.cc): the row length they name (0 before the
   // first), and RowSparsePush's slots: a (rows, row_len) view of the value being changed,
   // its candidate and dense sum, and the lazy updates' scratch.
@@ -179,6 +182,7 @@ class Server {
   void FailQueuedPushes(KeyState* k, int code, const std::string& why);
   void FailRounds(int dead_worker, const std::string& reason);
   void CheckRoundTimeouts();
+  void TrackRound(KeyState* k);
   std::string MissingRanks(const KeyState& k) const;
 
   Config cfg_;
@@ -192,10 +196,11 @@ class Server {
   int mode_ = -1;  // -1 unknown, 0 async, 1 sync (fixed by the first data message)
   // By KeyId::MapKey. Node-based: a KeyState's address never changes.
   std::unordered_map<std::string, KeyState> keys_;
-  // Keys with queued requests. CheckRoundTimeouts walks them every 0.1 s (not every turn
-  // of the loop: with many keys parked, a walk per turn would cost the square of the keys).
-  std::unordered_set<KeyState*> waiting_;
-  double next_round_check_ = 0;
+  std::unordered_set<KeyState*> waiting_;  // keys with queued requests
+  // Keys with a round pending, by the arrival of its oldest push (KeyState::round_since):
+  // CheckRoundTimeouts looks at the oldest only, so each turn of the loop costs O(1) and
+  // each round O(log keys) however many keys wait.
+  std::set<std::pair<double, KeyState*>> round_starts_;
   std::vector<bool> worker_dead_;
   std::string dead_list_;
   int next_str_id_ = 0;

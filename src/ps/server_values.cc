@@ -48,10 +48,26 @@ void Server::Progress(KeyState* k) {
     }
     if (!all_push) {
       if (!any) waiting_.erase(k);
+      TrackRound(k);
       return;
     }
     RunRound(k);
   }
+}
+
+// Files `k` in round_starts_ by the arrival of the oldest push heading one of its FIFOs, or
+// takes it out when none does. Every change of a key's FIFOs ends in Progress, which calls
+// this.
+void Server::TrackRound(KeyState* k) {
+  double first = -1;
+  for (const auto& q : k->fifo) {
+    if (q.empty() || q.front().type == MsgType::kPull) continue;
+    if (first < 0 || q.front().arrived < first) first = q.front().arrived;
+  }
+  if (first == k->round_since) return;
+  if (k->round_since >= 0) round_starts_.erase({k->round_since, k});
+  k->round_since = first;
+  if (first >= 0) round_starts_.emplace(first, k);
 }
 
 // Whether a received payload may become a stored value as it is. Small messages may live
@@ -283,17 +299,11 @@ void Server::FailRounds(int dead_worker, const std::string& reason) {
 }
 
 void Server::CheckRoundTimeouts() {
-  if (cfg_.timeout_sec <= 0 || waiting_.empty()) return;
+  if (cfg_.timeout_sec <= 0) return;
   const double now = NowSec();
-  std::vector<KeyState*> expired;
-  for (KeyState* k : waiting_) {
-    double first = now;
-    for (const auto& q : k->fifo) {
-      if (!q.empty() && q.front().type != MsgType::kPull) first = std::min(first, q.front().arrived);
-    }
-    if (now - first > cfg_.timeout_sec) expired.push_back(k);
-  }
-  for (KeyState* k : expired) {
+  // FailQueuedPushes empties the key's FIFOs, which takes it out of round_starts_.
+  while (!round_starts_.empty() && now - round_starts_.begin()->first > cfg_.timeout_sec) {
+    KeyState* k = round_starts_.begin()->second;
     Log("sync round of key %s timed out: %s", k->display.c_str(), MissingRanks(*k).c_str());
     FailQueuedPushes(k, KV_ERR_TIMEOUT,
                      StrFormat("the sync round of key %s on server %d timed out after %.0f s",
