@@ -53,6 +53,8 @@ struct Config {
   double heartbeat_timeout_sec = 10; // KVSTORE_HEARTBEAT_TIMEOUT_SEC / PS_HEARTBEAT_TIMEOUT
   int io_threads = 0;                // KVSTORE_IO_THREADS; 0 = IoThreads() decides
   std::string scheduler_bind;        // KVSTORE_SCHEDULER_BIND; "" = DMLC_PS_ROOT_URI
+  bool shm = true;                   // KVSTORE_SHM: 0 keeps co-located peers on TCP (shm.h)
+  int64_t shm_ring_bytes = int64_t{256} << 20;  // KVSTORE_SHM_RING_BYTES: each direction
 
   static Config Load();
   std::string SchedulerEndpoint() const;

@@ -83,7 +83,7 @@ void Server::Poll() {
   // Only readable sockets are read (an empty receive polls ZeroMQ's mailbox, a syscall).
   for (int budget = 0; budget < 256 && (items[0].revents & ZMQ_POLLIN); ++budget) {
     Message m;
-    if (!RecvValidMessage(sock_, true, "a worker", &m)) break;
+    if (!RecvValidMessage(sock_, true, "a worker", &m, &shm_)) break;
     HandleWorker(m);
     // Long bursts (or slow updaters) must not starve the heartbeat.
     sched_.HeartbeatIfDue(NowSec());
@@ -122,6 +122,7 @@ void Server::NodeDied(const Message& m) {
   if (m.h.arg == static_cast<int32_t>(Role::kWorker) && m.h.key >= 0 && m.h.key < num_workers_) {
     const int worker = static_cast<int>(m.h.key);
     worker_dead_[static_cast<size_t>(worker)] = true;
+    shm_.RemoveRank(worker);
     dead_list_ += (dead_list_.empty() ? "" : ", ") + NodeName(Role::kWorker, worker);
     FailRounds(worker, m.str);
   }
@@ -141,7 +142,7 @@ void Server::Reply(const std::string& rid, uint64_t req_id, int status, const st
     h.count = with_value->count;
     h.total = with_value->total;
   }
-  SendMessage(sock_, &rid, h, status == 0 ? std::string() : msg, p);
+  SendMessage(sock_, &rid, h, status == 0 ? std::string() : msg, p, &shm_);
 }
 
 KeyState* Server::Lookup(const Message& m, bool create, std::string* key_id) {
@@ -183,6 +184,9 @@ void Server::HandleWorker(Message& m) {
     case MsgType::kLoadStates:
       HandleLoadStates(m);
       return;
+    case MsgType::kShmOffer:
+      HandleShmOffer(m, rank);
+      return;
     case MsgType::kInit:
     case MsgType::kPush:
     case MsgType::kPull:
@@ -192,6 +196,27 @@ void Server::HandleWorker(Message& m) {
     default:
       LogDropped("dropped unexpected %s from worker %d", MsgTypeName(m.h.type), rank);
   }
+}
+
+// SHM_OFFER: maps a co-located worker's segment (shm.h handshake step 2); once per
+// connection. A refusal leaves the connection on TCP.
+void Server::HandleShmOffer(const Message& m, int rank) {
+  std::string why;
+  std::unique_ptr<ShmLink> link;
+  if (!cfg_.shm) {
+    why = "KVSTORE_SHM=0 on the server";
+  } else if (shm_.Find(m.routing_id) != nullptr) {
+    why = "this connection already has a segment";
+  } else {
+    link = ShmLink::Accept(m.str, &why);
+  }
+  if (link) {
+    shm_.Add(m.routing_id, rank, std::move(link));
+    if (cfg_.verbose >= 1) Log("worker %d: payloads through shared memory", rank);
+  } else if (cfg_.verbose >= 1) {
+    Log("worker %d: payloads over TCP (%s)", rank, why.c_str());
+  }
+  Reply(m.routing_id, m.h.req_id, why.empty() ? 0 : KV_ERR_INVALID_ARGUMENT, why);
 }
 
 // COMMAND: runs the server program's controller (negative heads are reserved).

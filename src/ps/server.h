@@ -140,6 +140,7 @@ class Server {
   // server_states.cc: SAVE_STATES and LOAD_STATES (ps/dist_states.h).
   void HandleSaveStates(const Message& m);
   void HandleLoadStates(const Message& m);
+  void HandleShmOffer(const Message& m, int rank);
   void HandleData(Message& m, int rank);
   void HandleInit(const Message& m, KeyState* k);
   bool SameMode(const Message& m, int rank);
@@ -202,6 +203,7 @@ class Server {
   // each round O(log keys) however many keys wait.
   std::set<std::pair<double, KeyState*>> round_starts_;
   std::vector<bool> worker_dead_;
+  ShmPeers shm_;  // segments of co-located workers, by routing id (shm.h)
   std::string dead_list_;
   int next_str_id_ = 0;
   bool stop_ = false;

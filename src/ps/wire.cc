@@ -39,6 +39,7 @@ const char* MsgTypeName(uint16_t t) {
     case MsgType::kReply: return "REPLY";
     case MsgType::kSaveStates: return "SAVE_STATES";
     case MsgType::kLoadStates: return "LOAD_STATES";
+    case MsgType::kShmOffer: return "SHM_OFFER";
     default: return "?";
   }
 }
@@ -138,6 +139,7 @@ std::string ValidateHeader(const WireHeader& h, size_t frames_after_header,
   if (h.str_len != str_frame_size) return "string frame length differs from the header";
   if (h.payload_len != payload_frame_size) return "payload length differs from the header";
   if ((h.flags & ~kFlagKnownFlags) != 0) return "unknown flags";
+  if ((h.flags & kFlagShm) != 0 && h.payload_len == 0) return "a shared-memory payload of no bytes";
   if ((h.flags & (kFlagTwoBit | kFlagOneBit | kFlagExactPull)) != 0 && !IsDataType(h.type)) {
     if (h.type != static_cast<uint16_t>(MsgType::kReply) || (h.flags & kFlagExactPull) != 0 ||
         h.status != 0) {
@@ -188,18 +190,20 @@ static std::string ProfileKey(const WireHeader& h, const std::string& str) {
   return (h.flags & kFlagStrKey) ? "\"" + str + "\"" : std::to_string(h.key);
 }
 
-bool RecvValidMessage(zmq::socket_t& sock, bool router, const char* peer, Message* out) {
+bool RecvValidMessage(zmq::socket_t& sock, bool router, const char* peer, Message* out,
+                      ShmPeers* shm) {
   for (int dropped = 0; dropped < 64; ++dropped) {
     bool ok = false;
     std::string why;
-    if (!RecvMessage(sock, router, out, &ok, &why)) return false;
+    if (!RecvMessage(sock, router, out, &ok, &why, shm)) return false;
     if (ok) return true;
     LogDropped("dropped a malformed message from %s: %s", peer, why.c_str());
   }
   return false;
 }
 
-bool RecvMessage(zmq::socket_t& sock, bool router, Message* out, bool* ok, std::string* why) {
+bool RecvMessage(zmq::socket_t& sock, bool router, Message* out, bool* ok, std::string* why,
+                 ShmPeers* shm) {
   profile::Scope prof("recv");
   *ok = false;
   std::vector<zmq::message_t> frames;
@@ -237,15 +241,35 @@ bool RecvMessage(zmq::socket_t& sock, bool router, Message* out, bool* ok, std::
   size_t next = i + 1;
   if (out->h.str_len > 0 && next < frames.size()) str_size = frames[next++].size();
   if (out->h.payload_len > 0 && next < frames.size()) payload_size = frames[next++].size();
+  // A shared-memory payload's frame is its descriptor; the header describes the bytes.
+  const bool in_shm = (out->h.flags & kFlagShm) != 0;
+  const size_t desc_size = payload_size;
+  if (in_shm) payload_size = static_cast<size_t>(out->h.payload_len);
   *why = ValidateHeader(out->h, after, str_size, payload_size);
   if (!why->empty()) return true;
+  if (in_shm && desc_size != sizeof(ShmDesc)) {
+    *why = "shared-memory descriptor frame of " + std::to_string(desc_size) + " bytes";
+    return true;
+  }
+  ShmLink* link = nullptr;
+  if (in_shm && (shm == nullptr || (link = shm->Find(out->routing_id)) == nullptr)) {
+    *why = "a shared-memory payload from a peer without a segment";
+    return true;
+  }
   next = i + 1;
   out->str.clear();
   if (out->h.str_len > 0) {
     out->str.assign(frames[next].data<char>(), frames[next].size());
     ++next;
   }
-  if (out->h.payload_len > 0) out->payload = std::move(frames[next]);
+  if (in_shm) {
+    ShmDesc d;
+    std::memcpy(&d, frames[next].data(), sizeof(d));
+    if (!link->Take(d, out->h.payload_len, &out->payload, why)) return true;
+    out->h.flags &= ~kFlagShm;
+  } else if (out->h.payload_len > 0) {
+    out->payload = std::move(frames[next]);
+  }
   *ok = true;
   if (prof.on()) prof.Set(ProfileKey(out->h, out->str), out->payload.size(), profile::Stat::kNone, MsgTypeName(out->h.type));
   return true;
@@ -263,8 +287,16 @@ void ReleaseSharedBuf(void* /*data*/, void* hint) {
 }  // namespace
 
 bool SendMessage(zmq::socket_t& sock, const std::string* routing_id, WireHeader h,
-                 const std::string& str, const OutPayload& payload) {
+                 const std::string& str, const OutPayload& payload, ShmPeers* shm) {
   KV_PROFILE_SCOPE("send", ProfileKey(h, str), static_cast<int64_t>(payload.nbytes), profile::Stat::kNone, MsgTypeName(h.type));
+  ShmDesc desc;
+  bool in_shm = false;
+  if (shm != nullptr && payload.nbytes >= kShmMinBytes) {
+    ShmLink* link = shm->Find(routing_id != nullptr ? *routing_id : std::string());
+    in_shm = link != nullptr &&
+             link->Put(static_cast<const char*>(payload.buf->data()) + payload.offset_bytes, payload.nbytes, &desc);
+  }
+  if (in_shm) h.flags |= kFlagShm;
   h.str_len = static_cast<uint32_t>(str.size());
   h.payload_len = payload.nbytes;
   h.num_frames = 1 + (str.empty() ? 0 : 1) + (payload.nbytes > 0 ? 1 : 0);
@@ -279,7 +311,9 @@ bool SendMessage(zmq::socket_t& sock, const std::string* routing_id, WireHeader 
       sock.send(zmq::buffer(str),
                 payload.nbytes > 0 ? zmq::send_flags::sndmore : zmq::send_flags::none);
     }
-    if (payload.nbytes > 0) {
+    if (in_shm) {
+      sock.send(zmq::const_buffer(&desc, sizeof(desc)), zmq::send_flags::none);
+    } else if (payload.nbytes > 0) {
       auto* base = static_cast<char*>(payload.buf->data()) + payload.offset_bytes;
       if (payload.nbytes < kZeroCopyMinBytes) {
         sock.send(zmq::const_buffer(base, payload.nbytes), zmq::send_flags::none);

@@ -21,6 +21,7 @@
 
 #include "core/array.h"
 #include "ps/config.h"
+#include "ps/shm.h"
 
 namespace kvstore {
 namespace dist {
@@ -58,7 +59,9 @@ enum class MsgType : uint16_t {
                      // its parts' records in the states-file format, dist_states.h)
   kLoadStates = 28,  // worker -> server; payload = this server's records; arg = 0: check
                      // only, 1: check and replace the optimizer's state
-  kMaxType = 29
+  kShmOffer = 29,    // worker -> server, req_id 0: str = a shared-memory segment (shm.h);
+                     // answered by REPLY with req_id 0
+  kMaxType = 30
 };
 const char* MsgTypeName(uint16_t t);
 
@@ -87,8 +90,13 @@ constexpr uint32_t kFlagRowSparse = 1u << 5;
 // may be answered by a REPLY with kFlagTwoBit, the same arg and the part's change packed
 // (4 * ceil(count / 16) bytes); with kFlagExactPull too it asks for the raw values.
 constexpr uint32_t kFlagExactPull = 1u << 6;
+// The payload is in the sender's shared-memory ring (shm.h): the payload frame is a
+// ShmDesc naming payload_len bytes there. Only between peers that completed the SHM_OFFER
+// handshake; RecvMessage replaces the descriptor by the bytes and clears the flag, so no
+// handler ever sees it.
+constexpr uint32_t kFlagShm = 1u << 8;
 constexpr uint32_t kFlagKnownFlags = kFlagStrKey | kFlagSync | kFlagFloat32Sum | kFlagTwoBit |
-                                     kFlagOneBit | kFlagRowSparse | kFlagExactPull;
+                                     kFlagOneBit | kFlagRowSparse | kFlagExactPull | kFlagShm;
 
 // Fixed-size header; all integers in host byte order (the magic rejects a peer of the
 // other endianness). Data messages carry one part of one key: elements
@@ -127,14 +135,17 @@ struct Message {
 
 // Receives one multipart message from `sock` (non-blocking; the caller polled). Returns
 // false when nothing was pending. Returns true with *ok false when a message arrived but
-// failed validation (it has been consumed and logged as `*why`).
-bool RecvMessage(zmq::socket_t& sock, bool router, Message* out, bool* ok, std::string* why);
+// failed validation (it has been consumed and logged as `*why`). A payload in shared memory
+// (kFlagShm) is taken from the sender's link in `shm` (refused when it has none).
+bool RecvMessage(zmq::socket_t& sock, bool router, Message* out, bool* ok, std::string* why,
+                 ShmPeers* shm = nullptr);
 
 // Receives the next valid message from `sock` (non-blocking; the caller polled). Malformed
 // messages are consumed and logged (LogDropped) as coming from `peer` ("the scheduler", ...).
 // Returns false when no valid message is pending, also after 64 malformed ones in one call,
 // so that a flood of garbage cannot keep the caller from its heartbeats and deadlines.
-bool RecvValidMessage(zmq::socket_t& sock, bool router, const char* peer, Message* out);
+bool RecvValidMessage(zmq::socket_t& sock, bool router, const char* peer, Message* out,
+                      ShmPeers* shm = nullptr);
 
 // Checks the header's own consistency (also run by RecvMessage against the actual frames).
 // Returns "" when valid, or the reason.
@@ -171,9 +182,10 @@ struct OutPayload {
 
 // Sends [routing id][header][str][payload]; sets str_len, payload_len and num_frames in
 // the header. Never blocks (sockets are created with unlimited HWM). Returns false on a
-// transport error (logged), e.g. an unroutable peer.
+// transport error (logged), e.g. an unroutable peer. A payload of at least kShmMinBytes to
+// a peer with a sending link in `shm` goes through its ring when it has room (kFlagShm).
 bool SendMessage(zmq::socket_t& sock, const std::string* routing_id, WireHeader h,
-                 const std::string& str, const OutPayload& payload);
+                 const std::string& str, const OutPayload& payload, ShmPeers* shm = nullptr);
 
 }  // namespace dist
 }  // namespace kvstore

@@ -49,10 +49,44 @@ WorkerIo::WorkerIo(const Config& cfg, OpTracker* tracker)
               ep.c_str(), e.what());
     }
     if (cfg_.verbose >= 1) Log("connected to server %d at %s", s.rank, ep.c_str());
+    shm_.emplace_back();
+    if (cfg_.shm) OfferShm(static_cast<int>(servers_.size()) - 1);
   }
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   KV_CHECK(wake_fd_ >= 0, KV_ERR_INTERNAL, "eventfd failed: %s", std::strerror(errno));
   thread_ = std::thread([this] { Loop(); });
+}
+
+// Handshake step 1 (shm.h), before the I/O thread starts: every server gets an offer; those
+// on other hosts refuse it. Requests sent before the answer travel over TCP.
+void WorkerIo::OfferShm(int server) {
+  std::string why;
+  std::unique_ptr<ShmLink> link = ShmLink::Create(static_cast<size_t>(cfg_.shm_ring_bytes), &why);
+  if (!link) {
+    if (cfg_.verbose >= 1) Log("no shared memory for server %d: %s", server, why.c_str());
+    return;
+  }
+  WireHeader h = Header(MsgType::kShmOffer);
+  h.req_id = 0;  // never a request's id (those start at 1): answered in ShmAnswered
+  if (SendMessage(servers_[static_cast<size_t>(server)], nullptr, h, link->offer(), OutPayload{})) {
+    shm_[static_cast<size_t>(server)].Add("", server, std::move(link));
+  }
+}
+
+// Handshake step 3: the server mapped the segment (status 0), or payloads stay on TCP.
+void WorkerIo::ShmAnswered(int server, const Message& m) {
+  ShmPeers& peers = shm_[static_cast<size_t>(server)];
+  ShmLink* link = peers.Find("");
+  if (link == nullptr || link->sending()) {
+    LogDropped("dropped an unexpected shared-memory answer from server %d", server);
+    return;
+  }
+  link->Answered(m.h.status == 0);
+  if (cfg_.verbose >= 1) {
+    Log("server %d: payloads %s%s", server, m.h.status == 0 ? "through shared memory" : "over TCP: ",
+        m.h.status == 0 ? "" : m.str.c_str());
+  }
+  if (m.h.status != 0) peers.Remove("");
 }
 
 double WorkerIo::RequestTimeout() const {
@@ -165,7 +199,7 @@ void WorkerIo::Loop() {
       for (int budget = 0; budget < kRecvSlice; ++budget) {
         Message m;
         if (!RecvValidMessage(servers_[static_cast<size_t>(s)], false,
-                              server_names_[static_cast<size_t>(s)].c_str(), &m)) {
+                              server_names_[static_cast<size_t>(s)].c_str(), &m, &shm_[static_cast<size_t>(s)])) {
           break;
         }
         HandleReply(s, m);
@@ -239,7 +273,7 @@ void WorkerIo::SendOne(OutMsg& m, const SendQueue<OutMsg>::Ticket& ticket) {
         m.op ? m.op->key->display.c_str() : "",
         m.dest < 0 ? "the scheduler" : NodeName(Role::kServer, m.dest).c_str(), m.payload.nbytes);
   }
-  if (!SendMessage(sock, nullptr, m.h, m.str, m.payload)) {
+  if (!SendMessage(sock, nullptr, m.h, m.str, m.payload, m.dest < 0 ? nullptr : &shm_[static_cast<size_t>(m.dest)])) {
     Outstanding failed = std::move(outstanding_[id]);
     outstanding_.erase(id);
     Complete(failed, KV_ERR_NETWORK, StrFormat("sending %s failed", MsgTypeName(m.h.type)), nullptr);
@@ -299,6 +333,7 @@ void WorkerIo::HandleReply(int server, Message& m) {
     LogDropped("dropped unexpected %s from server %d", MsgTypeName(m.h.type), server);
     return;
   }
+  if (m.h.req_id == 0) return ShmAnswered(server, m);
   auto it = outstanding_.find(m.h.req_id);
   if (it == outstanding_.end() || it->second.dest != server) {
     LogDropped("dropped a reply from server %d for unknown request %" PRIu64, server, m.h.req_id);

@@ -32,6 +32,7 @@
 #include "ps/placement.h"
 #include "ps/scheduler_link.h"
 #include "ps/send_queue.h"
+#include "ps/shm.h"
 #include "ps/wire.h"
 
 namespace kvstore {
@@ -104,6 +105,9 @@ class WorkerIo {
   SchedulerLink link_;
   std::vector<zmq::socket_t> servers_;
   std::vector<std::string> server_names_;  // "server <rank>", for log lines
+  std::vector<ShmPeers> shm_;  // per server: its segment under "" while offered or accepted
+  void OfferShm(int server);
+  void ShmAnswered(int server, const Message& m);
   int wake_fd_ = -1;
   std::atomic<bool> stop_{false};
   bool stopped_ = false;  // Stop ran (the application thread that calls it)

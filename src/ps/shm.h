@@ -1,0 +1,135 @@
+// shm.h - value payloads between a worker and a server on the same host, through a shared
+// memory segment instead of the TCP connection.
+//
+// Segment. A worker makes one segment per server: a sealed memfd (fixed size: it can neither
+// shrink nor grow, so no access to a mapping can fault) holding a header page and two rings
+// of `ring_bytes` each: ring 0 carries the worker's payloads to the server, ring 1 the
+// server's to the worker. A memfd has no name: nothing is ever left in /dev/shm, and the
+// memory goes when the last of the two processes unmaps it or exits, however it ends.
+//
+// Handshake (over the authenticated ZeroMQ connection, transport.h):
+//   1. The worker creates the segment, writes a random 16-byte nonce into its header and
+//      sends SHM_OFFER (req_id 0) with "kvshm1 <boot id> <pid> <fd> <bytes> <nonce hex>".
+//   2. The server checks that the boot id is its host's, that /proc/<pid>/fd/<fd> is a
+//      kvstore memfd, opens it (the kernel allows that only to the worker's own user,
+//      ptrace rules), checks owner, size and seals, maps it, checks the nonce and closes the
+//      descriptor; it then answers REPLY (req_id 0) with status 0, or an error and the
+//      reason. Any failure just means this connection stays on TCP.
+//   3. The worker closes its descriptor on either answer and, after status 0, sends
+//      payloads through the segment. The server sends its payloads through it from step 2
+//      on (the worker reads its own mapping, which exists from step 1).
+//
+// Data. A payload is copied into the sender's ring and the message carries, instead of the
+// payload frame, a ShmDesc (kFlagShm, wire.h): where the bytes are and how far the ring has
+// been written. The receiver checks the range against the ring (a descriptor naming bytes
+// outside it is refused like any malformed message), copies the bytes out and publishes
+// `end` as the ring's consumed position. Messages of one connection arrive in order, so the
+// consumed position only moves forward over bytes that were read. A payload that does not
+// fit in the free part of the ring travels inline over TCP: nothing ever waits for ring
+// space, and a peer that stops reading (dead, hung) only turns its connection back into a
+// TCP one.
+//
+// Trust. The peer is a job member (it got past CURVE when the job has a secret); its
+// segment contents are data, never trusted for control: offsets from messages are bounds-
+// checked, the consumed position the peer publishes is checked before use (a value that is
+// not between the last one and the written position turns the ring off), and the sizes come
+// from the handshake and fstat, never re-read from the header. SECURITY.md has the threat
+// model.
+//
+// Threading. A link is used by the one thread that owns the socket it belongs to.
+#pragma once
+
+#include <zmq.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+namespace kvstore {
+namespace dist {
+
+// The payload frame of a message with kFlagShm.
+struct ShmDesc {
+  uint64_t offset;  // of the bytes in the sender's ring
+  uint64_t len;     // equals the header's payload_len
+  uint64_t end;     // the ring's written position (bytes since creation) after this payload
+};
+static_assert(sizeof(ShmDesc) == 24, "a shared-memory descriptor is 24 bytes");
+
+// Payloads shorter than this go inline (the descriptor and the bookkeeping cost as much).
+constexpr size_t kShmMinBytes = 1024;
+
+class ShmLink {
+ public:
+  // Worker side: a new segment with two rings of `ring_bytes`. Returns null and the reason
+  // when the system refuses (no memfd, no memory).
+  static std::unique_ptr<ShmLink> Create(size_t ring_bytes, std::string* why);
+  // Server side: maps the segment an offer names (handshake step 2). Null and the reason
+  // when the offer is malformed, names another host or process, or anything does not check.
+  static std::unique_ptr<ShmLink> Accept(const std::string& offer, std::string* why);
+  ~ShmLink();
+  ShmLink(const ShmLink&) = delete;
+  ShmLink& operator=(const ShmLink&) = delete;
+
+  // The SHM_OFFER text of a created link.
+  const std::string& offer() const { return offer_; }
+  // Worker side: the server's answer to the offer. Closes the descriptor; payloads go
+  // through the segment from now on iff `accepted`.
+  void Answered(bool accepted);
+  bool sending() const { return sending_; }
+
+  // Copies `n` bytes to the outgoing ring and describes them in *d. False, with nothing
+  // written, when the link does not send or the ring lacks room: send inline.
+  bool Put(const void* src, size_t n, ShmDesc* d);
+  // Copies the payload `d` names out of the incoming ring into *out and frees its space.
+  // False and the reason for a descriptor outside the ring or disagreeing with `len`.
+  bool Take(const ShmDesc& d, uint64_t len, zmq::message_t* out, std::string* why);
+
+  size_t ring_bytes() const { return ring_bytes_; }
+
+ private:
+  ShmLink() = default;
+  char* Ring(int r) const;
+  uint64_t* Consumed(int r) const;
+
+  void* base_ = nullptr;
+  size_t map_bytes_ = 0;
+  size_t ring_bytes_ = 0;
+  int fd_ = -1;             // worker side until the answer
+  int out_ = 0;             // the ring this side writes: 0 worker, 1 server
+  bool sending_ = false;
+  uint64_t written_ = 0;    // of the outgoing ring (bytes since creation)
+  uint64_t freed_ = 0;      // the peer's consumed position of it, last seen
+  uint64_t taken_ = 0;      // the consumed position of the incoming ring, published
+  std::string offer_;
+};
+
+// The links of one socket: by routing id on a server's ROUTER, under "" on a worker's
+// DEALER to a server.
+class ShmPeers {
+ public:
+  ShmLink* Find(const std::string& routing_id) const {
+    if (links_.empty()) return nullptr;
+    auto it = links_.find(routing_id);
+    return it == links_.end() ? nullptr : it->second.link.get();
+  }
+  bool Add(const std::string& routing_id, int rank, std::unique_ptr<ShmLink> link) {
+    return links_.emplace(routing_id, Entry{rank, std::move(link)}).second;
+  }
+  void Remove(const std::string& routing_id) { links_.erase(routing_id); }
+  // Unmaps the segments of peer `rank` (a dead worker's).
+  void RemoveRank(int rank);
+  size_t size() const { return links_.size(); }
+
+ private:
+  struct Entry {
+    int rank;
+    std::unique_ptr<ShmLink> link;
+  };
+  std::unordered_map<std::string, Entry> links_;
+};
+
+}  // namespace dist
+}  // namespace kvstore
