@@ -25,7 +25,11 @@
 // (3 batches each, a batch from one barrier of all workers to the next), so that both see the
 // same machine load; which of the two goes first alternates. GB/s = 1e9 B/s per worker;
 // pushpull and echo count both directions. A ratio is raw time over store time for the same
-// bytes; medians of the per-repetition ratios.
+// bytes; medians of the per-repetition ratios. The last two columns put the pushpull rate
+// next to the machine's memory bandwidth, measured in the same repetition: memcpy = GB/s of
+// one memcpy of the value between two buffers of the worker, pp/mc = pspl / memcpy (the
+// same-host bound for co-located peers, which pass payloads through shared memory: ps/shm.h;
+// KVSTORE_SHM=0 keeps them on TCP).
 //
 // --compression TYPE adds a second table: per size, the store's push and pushpull timed
 // without and with gradient compression (threshold 0.5) in the same run, alternating which
@@ -572,9 +576,9 @@ int main(int argc, char** argv) {
   if (rank == 0) {
     std::printf("dist_bench: %d worker(s), %d server(s), window %d, %d repetitions\n", n,
                 num_servers, window, reps);
-    std::printf("%-7s| %-6s %-6s %-6s| %-6s %-5s| %-6s %-5s| %-6s %-5s| %-5s %-5s| %-5s| %-6s %-5s\n",
+    std::printf("%-7s| %-6s %-6s %-6s| %-6s %-5s| %-6s %-5s| %-6s %-5s| %-5s %-5s| %-5s| %-6s %-5s| %-6s %-5s\n",
                 "size", "zmq1w", "zmqget", "zmqecho", "push", "ratio", "pull", "ratio", "pspl",
-                "ratio", "pushL", "pullL", "zmqL", "zmqack", "ratio");
+                "ratio", "pushL", "pullL", "zmqL", "zmqack", "ratio", "memcpy", "pp/mc");
   }
   std::string comp_table;  // rows of the compression table, printed after the main one
   std::string pull_table;  // rows of the pull compression table, printed last
@@ -654,7 +658,22 @@ int main(int argc, char** argv) {
     // Raw ZeroMQ and the store alternate, so that both see the same machine load; the
     // figures are medians over the repetitions, the ratios medians of per-repetition ratios
     // (raw time over store time for the same bytes, in the same topology).
-    std::vector<double> z1, zg, ze, za, gp, gl, gpp, rp, rl, rpp, ra, lp, ll, zl;
+    std::vector<double> z1, zg, ze, za, gp, gl, gpp, rp, rl, rpp, ra, lp, ll, zl, mc, ppmc;
+    // The memory baseline: one memcpy of the value's bytes between two buffers of this
+    // process (both touched before), the median of 3 batches of `count`.
+    std::vector<char> mc_src(bytes, 1), mc_dst(bytes, 0);
+    auto time_memcpy = [&]() {
+      std::vector<double> per;
+      for (int b = 0; b < 3; ++b) {
+        const double t0 = Now();
+        for (int i = 0; i < count; ++i) {
+          std::memcpy(mc_dst.data(), mc_src.data(), bytes);
+          mc_src[static_cast<size_t>(i) % bytes] = static_cast<char>(i);  // not hoisted
+        }
+        per.push_back((Now() - t0) / count);
+      }
+      return Median(per);
+    };
     for (int rep = 0; rep < reps; ++rep) {
       // Each store operation runs next to its raw counterpart(s), the raw ones first on even
       // repetitions and last on odd ones, so that neither inherits a fixed predecessor.
@@ -669,7 +688,10 @@ int main(int argc, char** argv) {
       pair("push", raw_acked, run_push, &t_ack, &t_push);
       if (rep % 2 == 1) t_1w = timed("push", raw_oneway);
       pair("pull", raw_get, run_pull, &t_get, &t_pull);
+      double t_mc = nan;
+      if (rep % 2 == 0) t_mc = time_memcpy();
       pair("pushpull", raw_echo, run_pushpull, &t_echo, &t_pp);
+      if (rep % 2 == 1) t_mc = time_memcpy();
       if (bytes <= (1u << 16)) {
         lp.push_back(lat(true) * 1e6);
         ll.push_back(lat(false) * 1e6);
@@ -687,6 +709,8 @@ int main(int argc, char** argv) {
       rl.push_back(t_get / t_pull);
       rpp.push_back(t_echo / t_pp);
       ra.push_back(t_ack / t_push);
+      mc.push_back(bytes / t_mc / 1e9);
+      ppmc.push_back(gpp.back() / mc.back());
     }
     if (rank == 0) {
       std::printf("%-7s| %-6.2f %-6.2f %-7.2f| %-6.2f %-5.2f| %-6.2f %-5.2f| %-6.2f %-5.2f| ",
@@ -694,7 +718,7 @@ int main(int argc, char** argv) {
                   Median(rp), Median(gl), Median(rl), Median(gpp), Median(rpp));
       if (!lp.empty()) std::printf("%-5.0f %-5.0f| %-5.0f", Median(lp), Median(ll), Median(zl));
       else std::printf("%-5s %-5s| %-5s", "-", "-", "-");
-      std::printf("| %-6.2f %-5.2f\n", Median(za), Median(ra));
+      std::printf("| %-6.2f %-5.2f| %-6.2f %-5.2f\n", Median(za), Median(ra), Median(mc), Median(ppmc));
       std::fflush(stdout);
     }
     if (!compression.empty()) {
@@ -801,7 +825,8 @@ int main(int argc, char** argv) {
                 "bytes in the same topology (push: one-way, pull: get, pushpull: echo); pushpull "
                 "and echo count both directions; latency in us (median of 50 synchronous ops); "
                 "zmqack: one-way with a header frame, an ack per message and `window` in flight, "
-                "its ratio against push\n");
+                "its ratio against push; memcpy: one memcpy of the value in this process (the "
+                "memory baseline), pp/mc = pspl GB/s / memcpy GB/s\n");
   }
   REQUIRE_OK(KVStoreBarrier(kv));  // every worker is done with the sinks
   if (rank == 0) {

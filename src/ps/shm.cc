@@ -20,13 +20,19 @@ namespace dist {
 
 namespace {
 
-// Header page: magic, nonce, then each ring's consumed position on a cache line of its own
-// (written by its reader, read by its writer).
+// Header page: magic, nonce, then each ring's consumed position (written by its reader,
+// read by its writer) and written position (the other way round), each on a cache line of
+// its own. The positions order the bytes between the two processes: the writer publishes
+// `written` (release) after copying a payload in, the reader loads it (acquire) before
+// copying out and publishes `consumed` (release) after, which the writer loads (acquire)
+// before reusing the space. (The message naming the payload also travels after the copy,
+// but through ZeroMQ and the kernel, which neither the C++ memory model nor TSan can see.)
 constexpr size_t kHeaderBytes = 4096;
 constexpr char kMagic[8] = {'K', 'V', 'S', 'H', 'M', '0', '1', '\0'};
 constexpr size_t kNonceOffset = 8;
 constexpr size_t kNonceBytes = 16;
 constexpr size_t kConsumedOffset[2] = {64, 128};
+constexpr size_t kWrittenOffset[2] = {192, 256};
 constexpr const char* kMemfdName = "kvstore-shm";
 // Rings of at most 4 GiB each (offers naming larger segments are refused).
 constexpr uint64_t kMaxRingBytes = uint64_t{4} << 30;
@@ -65,6 +71,10 @@ char* ShmLink::Ring(int r) const {
 
 uint64_t* ShmLink::Consumed(int r) const {
   return reinterpret_cast<uint64_t*>(static_cast<char*>(base_) + kConsumedOffset[r]);
+}
+
+uint64_t* ShmLink::Written(int r) const {
+  return reinterpret_cast<uint64_t*>(static_cast<char*>(base_) + kWrittenOffset[r]);
 }
 
 std::unique_ptr<ShmLink> ShmLink::Create(size_t ring_bytes, std::string* why) {
@@ -205,8 +215,7 @@ void ShmLink::Answered(bool accepted) {
   sending_ = accepted;
 }
 
-bool ShmLink::Put(const void* src, size_t n, ShmDesc* d) {
-  if (!sending_ || n == 0 || n > ring_bytes_) return false;
+bool ShmLink::Refresh() {
   const uint64_t c = __atomic_load_n(Consumed(out_), __ATOMIC_ACQUIRE);
   if (c < freed_ || c > written_) {
     // Only a broken or hostile peer publishes this; stop using the ring for it.
@@ -216,19 +225,47 @@ bool ShmLink::Put(const void* src, size_t n, ShmDesc* d) {
     return false;
   }
   freed_ = c;
+  return true;
+}
+
+bool ShmLink::Room(size_t n, uint64_t* off, uint64_t* need) const {
   const uint64_t pos = written_ % ring_bytes_;
   const uint64_t skip = pos + n > ring_bytes_ ? ring_bytes_ - pos : 0;  // payloads are contiguous
-  const uint64_t need = skip + (n + kAlign - 1) / kAlign * kAlign;
-  if (written_ - freed_ + need > ring_bytes_) return false;
-  const uint64_t off = skip > 0 ? 0 : pos;
+  const uint64_t aligned = (n + kAlign - 1) / kAlign * kAlign;
+  *off = skip > 0 ? 0 : pos;
+  *need = skip + aligned;
+  // The bytes in use span [freed_, written_) of the ring's history, at most one ring; an
+  // empty ring also takes a payload that has to skip its end (the skipped bytes hold
+  // nothing), so any payload up to a ring's size fits once the reader caught up.
+  const uint64_t used = written_ - freed_;
+  return used + *need <= ring_bytes_ || (used == 0 && aligned <= ring_bytes_);
+}
+
+bool ShmLink::MustWait(size_t n) {
+  if (!sending_ || n < kShmMinBytes || n > ring_bytes_ || !Refresh()) return false;
+  uint64_t off, need;
+  return !Room(n, &off, &need);
+}
+
+bool ShmLink::Put(const void* src, size_t n, ShmDesc* d) {
+  if (!sending_ || n == 0) return false;
+  if (n > ring_bytes_) {
+    ++misses_;
+    return false;
+  }
+  if (!Refresh()) return false;
+  uint64_t off, need;
+  if (!Room(n, &off, &need)) {
+    ++misses_;
+    return false;
+  }
+  ++puts_;
   std::memcpy(Ring(out_) + off, src, n);
   written_ += need;
   d->offset = off;
   d->len = n;
   d->end = written_;
-  // The bytes before the message that names them (the message leaves through ZeroMQ's
-  // queues and a system call, which order them anyway).
-  std::atomic_thread_fence(std::memory_order_release);
+  __atomic_store_n(Written(out_), written_, __ATOMIC_RELEASE);
   return true;
 }
 
@@ -241,7 +278,9 @@ bool ShmLink::Take(const ShmDesc& d, uint64_t len, zmq::message_t* out, std::str
     *why = "shared-memory descriptor outside the ring";
     return false;
   }
-  std::atomic_thread_fence(std::memory_order_acquire);
+  // Pairs with the writer's release of a position at or past d.end (the value itself is
+  // the peer's word, like the descriptor: only the bounds above protect this process).
+  (void)__atomic_load_n(Written(1 - out_), __ATOMIC_ACQUIRE);
   zmq::message_t m(static_cast<size_t>(d.len));
   std::memcpy(m.data(), Ring(1 - out_) + d.offset, static_cast<size_t>(d.len));
   *out = std::move(m);
@@ -250,6 +289,14 @@ bool ShmLink::Take(const ShmDesc& d, uint64_t len, zmq::message_t* out, std::str
     __atomic_store_n(Consumed(1 - out_), taken_, __ATOMIC_RELEASE);
   }
   return true;
+}
+
+void ShmPeers::Counts(uint64_t* puts, uint64_t* misses) const {
+  *puts = *misses = 0;
+  for (const auto& e : links_) {
+    *puts += e.second.link->puts();
+    *misses += e.second.link->misses();
+  }
 }
 
 void ShmPeers::RemoveRank(int rank) {

@@ -83,16 +83,28 @@ class ShmLink {
   // Copies `n` bytes to the outgoing ring and describes them in *d. False, with nothing
   // written, when the link does not send or the ring lacks room: send inline.
   bool Put(const void* src, size_t n, ShmDesc* d);
+  // Whether a payload of `n` bytes would go through the ring, but the ring has no room for
+  // it now (the reader has not caught up): a sender that can hold the message back (the
+  // worker) does so instead of sending it inline.
+  bool MustWait(size_t n);
   // Copies the payload `d` names out of the incoming ring into *out and frees its space.
   // False and the reason for a descriptor outside the ring or disagreeing with `len`.
   bool Take(const ShmDesc& d, uint64_t len, zmq::message_t* out, std::string* why);
 
   size_t ring_bytes() const { return ring_bytes_; }
+  // Payloads this side put into its ring, and those that found no room (sent inline).
+  uint64_t puts() const { return puts_; }
+  uint64_t misses() const { return misses_; }
 
  private:
   ShmLink() = default;
   char* Ring(int r) const;
   uint64_t* Consumed(int r) const;
+  uint64_t* Written(int r) const;
+  // Reads the reader's position; false (and the ring off) when it is not credible.
+  bool Refresh();
+  // Where `n` bytes would go, and the ring space they take; false without room.
+  bool Room(size_t n, uint64_t* off, uint64_t* need) const;
 
   void* base_ = nullptr;
   size_t map_bytes_ = 0;
@@ -103,6 +115,8 @@ class ShmLink {
   uint64_t written_ = 0;    // of the outgoing ring (bytes since creation)
   uint64_t freed_ = 0;      // the peer's consumed position of it, last seen
   uint64_t taken_ = 0;      // the consumed position of the incoming ring, published
+  uint64_t puts_ = 0;
+  uint64_t misses_ = 0;
   std::string offer_;
 };
 
@@ -122,6 +136,8 @@ class ShmPeers {
   // Unmaps the segments of peer `rank` (a dead worker's).
   void RemoveRank(int rank);
   size_t size() const { return links_.size(); }
+  // Sums of puts() and misses() over the links.
+  void Counts(uint64_t* puts, uint64_t* misses) const;
 
  private:
   struct Entry {

@@ -50,6 +50,7 @@ WorkerIo::WorkerIo(const Config& cfg, OpTracker* tracker)
     }
     if (cfg_.verbose >= 1) Log("connected to server %d at %s", s.rank, ep.c_str());
     shm_.emplace_back();
+    held_.emplace_back();
     if (cfg_.shm) OfferShm(static_cast<int>(servers_.size()) - 1);
   }
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -173,8 +174,13 @@ void WorkerIo::Loop() {
     items.push_back({nullptr, wake_fd_, ZMQ_POLLIN, 0});
     items.push_back({static_cast<void*>(link_.socket()), 0, ZMQ_POLLIN, 0});
     for (auto& s : servers_) items.push_back({static_cast<void*>(s), 0, ZMQ_POLLIN, 0});
-    const double wait =
+    double wait =
         more ? 0.0 : std::max(0.0, std::min(link_.next_heartbeat(), next_scan) - NowSec());
+    // A server reads held payloads' room free without answering at once (a sync push waits
+    // for its round): look again soon.
+    for (const auto& q : held_) {
+      if (!q.empty()) wait = std::min(wait, 0.001);
+    }
     try {
       zmq::poll(items.data(), items.size(), std::chrono::milliseconds(static_cast<long>(wait * 1000)));
     } catch (const zmq::error_t& e) {
@@ -185,6 +191,7 @@ void WorkerIo::Loop() {
       if (read(wake_fd_, &v, sizeof(v)) < 0) {
       }
     }
+    SendHeld();
     more = SendQueued();
     link_.HeartbeatIfDue(NowSec());
     // Only sockets that zmq_poll found readable are read: an empty non-blocking receive
@@ -205,6 +212,7 @@ void WorkerIo::Loop() {
         HandleReply(s, m);
       }
     }
+    SendHeld();  // replies mean the servers read their requests
     more = SendQueued() || more;  // replies may have opened the send window
     const double now = NowSec();
     link_.HeartbeatIfDue(now);
@@ -216,6 +224,14 @@ void WorkerIo::Loop() {
   }
   // Stopping: whatever is still outstanding fails (the store is being destroyed).
   FailAll(KV_ERR_NETWORK, "the store was closed before the reply arrived");
+  if (cfg_.verbose >= 1) {
+    for (int s = 0; s < num_servers_; ++s) {
+      uint64_t puts = 0, misses = 0;
+      shm_[static_cast<size_t>(s)].Counts(&puts, &misses);
+      Log("server %d: %" PRIu64 " payloads sent through shared memory, %" PRIu64 " inline for want of room",
+          s, puts, misses);
+    }
+  }
 }
 
 // Without the scheduler the job cannot go on: nobody reports dead nodes any more, barriers
@@ -267,6 +283,35 @@ void WorkerIo::SendOne(OutMsg& m, const SendQueue<OutMsg>::Ticket& ticket) {
     return;
   }
   outstanding_.emplace(id, std::move(o));  // every queued request has a reply
+  if (m.dest >= 0 && (!held_[static_cast<size_t>(m.dest)].empty() || MustHold(m))) {
+    held_[static_cast<size_t>(m.dest)].push_back(Held{id, std::move(m)});
+    return;
+  }
+  Transmit(m, id);
+}
+
+bool WorkerIo::MustHold(const OutMsg& m) {
+  ShmLink* link = shm_[static_cast<size_t>(m.dest)].Find("");
+  return link != nullptr && link->MustWait(m.payload.nbytes);
+}
+
+void WorkerIo::SendHeld() {
+  for (auto& q : held_) {
+    while (!q.empty()) {
+      Held& f = q.front();
+      if (outstanding_.count(f.id) == 0) {  // completed meanwhile (timeout, dead server)
+        q.pop_front();
+        continue;
+      }
+      if (MustHold(f.m)) break;
+      Transmit(f.m, f.id);
+      q.pop_front();
+    }
+  }
+}
+
+// Sends a request that is outstanding under `id`; a send that fails completes it.
+bool WorkerIo::Transmit(OutMsg& m, uint64_t id) {
   zmq::socket_t& sock = m.dest < 0 ? link_.socket() : servers_[static_cast<size_t>(m.dest)];
   if (cfg_.verbose >= 2) {
     Log("send %s%s%s to %s, %zu bytes", MsgTypeName(m.h.type), m.op ? " of key " : "",
@@ -277,7 +322,9 @@ void WorkerIo::SendOne(OutMsg& m, const SendQueue<OutMsg>::Ticket& ticket) {
     Outstanding failed = std::move(outstanding_[id]);
     outstanding_.erase(id);
     Complete(failed, KV_ERR_NETWORK, StrFormat("sending %s failed", MsgTypeName(m.h.type)), nullptr);
+    return false;
   }
+  return true;
 }
 
 void WorkerIo::NodeDead(const Message& m) {

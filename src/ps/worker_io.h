@@ -20,6 +20,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -108,6 +109,18 @@ class WorkerIo {
   std::vector<ShmPeers> shm_;  // per server: its segment under "" while offered or accepted
   void OfferShm(int server);
   void ShmAnswered(int server, const Message& m);
+  // Requests held back, per server in send order, while the server's ring has no room for
+  // the first one's payload (shm.h MustWait): they are outstanding (deadlines, failures
+  // apply) and leave, in order, once the server has read enough; one whose request was
+  // completed meanwhile is dropped.
+  struct Held {
+    uint64_t id;
+    OutMsg m;
+  };
+  std::vector<std::deque<Held>> held_;
+  bool MustHold(const OutMsg& m);
+  void SendHeld();
+  bool Transmit(OutMsg& m, uint64_t id);
   int wake_fd_ = -1;
   std::atomic<bool> stop_{false};
   bool stopped_ = false;  // Stop ran (the application thread that calls it)

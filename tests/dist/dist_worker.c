@@ -682,6 +682,88 @@ static int KilledServer(KVStoreHandle kv) {
   return 0;
 }
 
+/* Every dtype at sizes 0, 1, odd ones on both sides of the big-array bound (1000 in the
+ * tests: sharded across the servers) and of the shared-memory threshold (1 KiB), and one
+ * of about 1 MiB: sync rounds of no-updater pushes (the servers sum them) and pulls, one
+ * round by push + pull, one by pushpull, with a different value for every element, so that
+ * a payload put at the wrong place or cut short shows. Run with and without KVSTORE_SHM. */
+static void SetPattern(KVArrayHandle a, int dtype, int64_t len, int r, int n, int sum) {
+  const size_t es = dtype == KV_FLOAT64 || dtype == KV_INT64 ? 8 : dtype == KV_FLOAT16 ? 2 : dtype == KV_UINT8 ? 1 : 4;
+  unsigned char* buf = malloc(len * es + 1);
+  for (int64_t i = 0; i < len; ++i) {
+    /* one worker's value, or (sum) the sum over the n workers */
+    const int base = (int)(i % 7) + 3 * (r + 1);
+    const double v = sum ? (double)n * base + n * (n + 1) / 2.0 : (double)base + g_rank + 1;
+    unsigned char* p = buf + i * es;
+    if (dtype == KV_FLOAT32) { float f = (float)v; memcpy(p, &f, 4); }
+    else if (dtype == KV_FLOAT64) { memcpy(p, &v, 8); }
+    else if (dtype == KV_UINT8) { *p = (unsigned char)v; }
+    else if (dtype == KV_INT32) { int32_t x = (int32_t)v; memcpy(p, &x, 4); }
+    else if (dtype == KV_INT64) { int64_t x = (int64_t)v; memcpy(p, &x, 8); }
+    else { /* float16: small integers are exact */
+      float f = (float)v;
+      uint32_t b;
+      memcpy(&b, &f, 4);
+      const uint16_t h = (uint16_t)(((b >> 16) & 0x8000u) | ((((b >> 23) & 0xff) - 127 + 15) << 10) | ((b >> 13) & 0x3ff));
+      memcpy(p, &h, 2);
+    }
+  }
+  REQUIRE_OK(KVArrayCopyFromHost(a, buf, len * es));
+  free(buf);
+}
+
+static int Values(KVStoreHandle kv) {
+  int n = 0;
+  REQUIRE_OK(KVStoreGetGroupSize(kv, &n));
+  static const int dtypes[6] = {KV_FLOAT32, KV_FLOAT64, KV_FLOAT16, KV_UINT8, KV_INT32, KV_INT64};
+  static const int64_t sizes[8] = {0, 1, 3, 255, 1023, 1025, 4099, 262147};
+  enum { NV = 6 * 8 };
+  int keys[NV];
+  KVArrayHandle v[NV], o[NV], want[NV];
+  for (int d = 0; d < 6; ++d) {
+    for (int z = 0; z < 8; ++z) {
+      const int k = d * 8 + z;
+      keys[k] = 500 + k;
+      v[k] = NewArray(sizes[z], dtypes[d]);
+      o[k] = NewArray(sizes[z], dtypes[d]);
+      want[k] = NewArray(sizes[z], dtypes[d]);
+      SetPattern(v[k], dtypes[d], sizes[z], -1, n, 0);
+    }
+  }
+  REQUIRE_OK(KVStoreInit(kv, NV, keys, v));
+  REQUIRE_OK(KVStoreBarrier(kv));
+  for (int r = 0; r < 2; ++r) {
+    for (int k = 0; k < NV; ++k) {
+      SetPattern(v[k], dtypes[k / 8], sizes[k % 8], r, n, 0);
+      SetPattern(want[k], dtypes[k / 8], sizes[k % 8], r, n, 1);
+    }
+    if (r == 0) {
+      REQUIRE_OK(KVStorePush(kv, NV, keys, v, 0));
+      REQUIRE_OK(KVStorePull(kv, NV, keys, o, 0));
+    } else {
+      REQUIRE_OK(KVStorePushPull(kv, NV, keys, v, NV, keys, o, 0));
+    }
+    for (int k = 0; k < NV; ++k) {
+      size_t nb = 0;
+      REQUIRE_OK(KVArrayGetNBytes(o[k], &nb));
+      unsigned char* got = malloc(nb + 1);
+      unsigned char* exp = malloc(nb + 1);
+      REQUIRE_OK(KVArrayCopyToHost(o[k], got, nb));
+      REQUIRE_OK(KVArrayCopyToHost(want[k], exp, nb));
+      REQUIRE(memcmp(got, exp, nb) == 0, "round %d: key %d (dtype %d, %lld elements) differs from the sum",
+              r, keys[k], dtypes[k / 8], (long long)sizes[k % 8]);
+      free(got);
+      free(exp);
+    }
+  }
+  for (int k = 0; k < NV; ++k) {
+    KVArrayFree(v[k]);
+    KVArrayFree(o[k]);
+    KVArrayFree(want[k]);
+  }
+  return 0;
+}
+
 static int ZeroCopy(KVStoreHandle kv, int rounds) {
   int n = 0;
   REQUIRE_OK(KVStoreGetGroupSize(kv, &n));
@@ -826,7 +908,11 @@ static void WritePidFile(void) {
 static int Faults(KVStoreHandle kv) {
   int n = 0;
   REQUIRE_OK(KVStoreGetGroupSize(kv, &n));
-  const int64_t len = 64;
+  /* KVSTORE_TEST_FAULT_LEN: elements per key (64; larger values travel through shared
+   * memory between co-located peers, tests/dist/run_shm_test.py). */
+  const char* len_env = getenv("KVSTORE_TEST_FAULT_LEN");
+  const int64_t len = len_env ? atoll(len_env) : 64;
+  REQUIRE(len > 0, "KVSTORE_TEST_FAULT_LEN=%s", len_env);
   const int keys[2] = {4, 5}; /* one key per server with two servers */
   KVArrayHandle v[2] = {NewArray(len, KV_FLOAT32), NewArray(len, KV_FLOAT32)};
   KVArrayHandle o[2] = {NewArray(len, KV_FLOAT32), NewArray(len, KV_FLOAT32)};
@@ -840,7 +926,7 @@ static int Faults(KVStoreHandle kv) {
   }
   /* Rounds go on for a while after the first failure: every pull that succeeds, before or
    * after it, must hold the exact sum of the round, this worker's own push included. */
-  float got[64];
+  float* got = malloc((size_t)len * sizeof(float));
   int rc = 0, first_rc = 0;
   char first_msg[1024] = "";
   double first_t = 0;
@@ -851,7 +937,7 @@ static int Faults(KVStoreHandle kv) {
     rc = KVStorePush(kv, 2, keys, v, 0);
     if (rc == 0) rc = KVStorePull(kv, 2, keys, o, 0);
     for (int k = 0; k < 2 && rc == 0; ++k) {
-      rc = KVArrayCopyToHost(o[k], got, sizeof got);
+      rc = KVArrayCopyToHost(o[k], got, (size_t)len * sizeof(float));
       if (rc != 0) break;
       const double want = n * (n + 1) / 2.0 * (round + 1);
       for (int64_t i = 0; i < len; ++i) {
@@ -889,6 +975,7 @@ static int Faults(KVStoreHandle kv) {
     KVArrayFree(v[k]);
     KVArrayFree(o[k]);
   }
+  free(got);
   return 0;
 }
 
@@ -1101,6 +1188,8 @@ int main(int argc, char** argv) {
     rc = ManyKeys(kv, argc > 2 ? atoi(argv[2]) : 100000, argc > 3 ? atoi(argv[3]) : 2);
   } else if (strcmp(scenario, "zerocopy") == 0) {
     rc = ZeroCopy(kv, argc > 2 ? atoi(argv[2]) : 3);
+  } else if (strcmp(scenario, "values") == 0) {
+    rc = Values(kv);
   } else {
     REQUIRE(0, "unknown scenario %s", scenario);
   }

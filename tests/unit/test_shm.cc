@@ -1,0 +1,303 @@
+// Unit test of the shared-memory payload path (src/ps/shm.h, kFlagShm in wire.h), in one
+// process: a worker's segment accepted by a "server" link through /proc/self/fd; payloads
+// of every size class (odd ones, one byte short of a ring, a ring's worth) round trip both
+// ways, wrap around, and fail over to inline when the ring is full; offers that do not check
+// are refused with a reason and map nothing; descriptors naming bytes outside the ring, or a
+// length other than the header's, are refused by Take and by RecvMessage; a consumed
+// position outside [last, written] turns the producer's ring off; nothing is left in
+// /dev/shm.
+#include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <zmq.hpp>
+
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ps/shm.h"
+#include "ps/wire.h"
+#include "../common/check.h"
+
+using kvstore::dist::kFlagShm;
+using kvstore::dist::Message;
+using kvstore::dist::MsgType;
+using kvstore::dist::OutPayload;
+using kvstore::dist::Role;
+using kvstore::dist::SharedBuf;
+using kvstore::dist::ShmDesc;
+using kvstore::dist::ShmLink;
+using kvstore::dist::ShmPeers;
+using kvstore::dist::WireHeader;
+
+namespace {
+
+constexpr size_t kRing = 1 << 20;
+
+std::vector<char> Pattern(size_t n, unsigned seed) {
+  std::vector<char> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<char>((i * 131 + seed * 7 + (i >> 9)) & 0xff);
+  return v;
+}
+
+// Copies `n` bytes from `from` to `to` through the ring; false when Put found no room.
+bool RoundTrip(ShmLink* from, ShmLink* to, size_t n, unsigned seed) {
+  const std::vector<char> src = Pattern(n, seed);
+  ShmDesc d;
+  if (!from->Put(src.data(), n, &d)) return false;
+  zmq::message_t out;
+  std::string why;
+  CHECK_MSG(to->Take(d, n, &out, &why), "take of %zu bytes: %s", n, why.c_str());
+  CHECK_MSG(out.size() == n && std::memcmp(out.data(), src.data(), n) == 0, "payload of %zu bytes differs", n);
+  return true;
+}
+
+std::string Field(const std::string& offer, int i) {
+  size_t p = 0;
+  for (int k = 0; k < i; ++k) p = offer.find(' ', p) + 1;
+  return offer.substr(p, offer.find(' ', p) - p);
+}
+
+std::string WithField(const std::string& offer, int i, const std::string& v) {
+  size_t p = 0;
+  for (int k = 0; k < i; ++k) p = offer.find(' ', p) + 1;
+  const size_t q = offer.find(' ', p);
+  return offer.substr(0, p) + v + (q == std::string::npos ? "" : offer.substr(q));
+}
+
+int CountKvstoreShm() {
+  int n = 0;
+  if (DIR* d = opendir("/dev/shm")) {
+    while (dirent* e = readdir(d)) n += std::strstr(e->d_name, "kvstore") != nullptr;
+    closedir(d);
+  }
+  return n;
+}
+
+void TestRoundTrips() {
+  std::string why;
+  std::unique_ptr<ShmLink> w = ShmLink::Create(kRing, &why);
+  REQUIRE(w != nullptr, "%s", why.c_str());
+  CHECK(!w->sending());  // not before the server's answer
+  std::unique_ptr<ShmLink> s = ShmLink::Accept(w->offer(), &why);
+  CHECK_MSG(s != nullptr, "accept: %s", why.c_str());
+  if (!s) return;
+  CHECK(s->sending());
+  ShmDesc d;
+  const char byte = 1;
+  CHECK(!w->Put(&byte, 1, &d));  // not accepted yet: inline
+  w->Answered(true);
+  CHECK(w->sending());
+  // Every size class, both directions, many times over so that the rings wrap.
+  const size_t sizes[] = {1, 3, 63, 64, 65, 4095, 4097, 12345, 65536 + 7, kRing / 3, kRing / 2 + 1, kRing - 64, kRing};
+  unsigned seed = 0;
+  for (int round = 0; round < 5; ++round) {
+    for (size_t n : sizes) {
+      CHECK_MSG(RoundTrip(w.get(), s.get(), n, ++seed), "worker -> server, %zu bytes found no room", n);
+      CHECK_MSG(RoundTrip(s.get(), w.get(), n, ++seed), "server -> worker, %zu bytes found no room", n);
+    }
+  }
+  CHECK(!w->Put(&byte, 0, &d));  // nothing to put
+  std::vector<char> big(kRing + 1, 0);
+  CHECK(!w->Put(big.data(), big.size(), &d));  // larger than the ring: inline
+}
+
+// A full ring: Put refuses (the payload goes inline) until the reader takes what is there.
+void TestFullRing() {
+  std::string why;
+  std::unique_ptr<ShmLink> w = ShmLink::Create(kRing, &why);
+  REQUIRE(w != nullptr, "%s", why.c_str());
+  std::unique_ptr<ShmLink> s = ShmLink::Accept(w->offer(), &why);
+  REQUIRE(s != nullptr, "%s", why.c_str());
+  w->Answered(true);
+  ShmDesc d;
+  std::vector<ShmDesc> pending;
+  const std::vector<char> quarter = Pattern(kRing / 4, 9);
+  while (pending.size() < 10 && w->Put(quarter.data(), quarter.size(), &d)) pending.push_back(d);
+  CHECK(pending.size() == 4);
+  CHECK(w->misses() == 1 && w->puts() == 4);
+  zmq::message_t out;
+  CHECK(s->Take(pending[0], pending[0].len, &out, &why));
+  CHECK(w->Put(quarter.data(), quarter.size(), &d));  // a quarter free again
+  pending.push_back(d);
+  CHECK(!w->Put(quarter.data(), quarter.size(), &d));
+  for (size_t i = 1; i < pending.size(); ++i) {
+    CHECK(s->Take(pending[i], pending[i].len, &out, &why) &&
+          std::memcmp(out.data(), quarter.data(), quarter.size()) == 0);
+  }
+  // Empty again, the write position a quarter into the ring: a whole ring's payload fits.
+  CHECK(RoundTrip(w.get(), s.get(), kRing, 1));
+}
+
+void TestRefusedDescriptors() {
+  std::string why;
+  std::unique_ptr<ShmLink> w = ShmLink::Create(kRing, &why);
+  REQUIRE(w != nullptr, "%s", why.c_str());
+  std::unique_ptr<ShmLink> s = ShmLink::Accept(w->offer(), &why);
+  REQUIRE(s != nullptr, "%s", why.c_str());
+  w->Answered(true);
+  zmq::message_t out;
+  const ShmDesc bad[] = {
+      {kRing, 1, 64},                     // starts at the end
+      {kRing - 8, 16, 64},                // runs past the end
+      {0, kRing + 1, 64},                 // longer than the ring
+      {~uint64_t{0} - 3, 8, 64},          // offset + len overflows
+      {8, ~uint64_t{0}, 64},              // so does this
+  };
+  for (const ShmDesc& d : bad) {
+    why.clear();
+    CHECK_MSG(!s->Take(d, d.len, &out, &why) && why.find("outside the ring") != std::string::npos,
+              "descriptor at %llu+%llu accepted (%s)", static_cast<unsigned long long>(d.offset),
+              static_cast<unsigned long long>(d.len), why.c_str());
+  }
+  ShmDesc d{0, 100, 128};
+  CHECK(!s->Take(d, 99, &out, &why) && why.find("length") != std::string::npos);
+  d.len = 0;
+  CHECK(!s->Take(d, 0, &out, &why));
+  // A consumed position beyond what was written (a broken or hostile reader): the writer
+  // stops using the ring instead of overwriting bytes it cannot know are read.
+  const std::vector<char> v = Pattern(1000, 3);
+  CHECK(w->Put(v.data(), v.size(), &d));
+  ShmDesc lie = d;
+  lie.end = d.end + (1u << 30);
+  CHECK(s->Take(lie, lie.len, &out, &why));  // the reader publishes lie.end
+  CHECK(!w->Put(v.data(), v.size(), &d));
+  CHECK(!w->sending());
+}
+
+void TestRefusedOffers() {
+  std::string why;
+  std::unique_ptr<ShmLink> w = ShmLink::Create(kRing, &why);
+  REQUIRE(w != nullptr, "%s", why.c_str());
+  const std::string offer = w->offer();
+  CHECK(Field(offer, 0) == "kvshm1");
+  auto refused = [&](const std::string& o, const char* reason) {
+    why.clear();
+    const bool r = ShmLink::Accept(o, &why) == nullptr && why.find(reason) != std::string::npos;
+    CHECK_MSG(r, "offer '%s' not refused for '%s' (%s)", o.c_str(), reason, why.c_str());
+  };
+  refused("", "malformed");
+  refused("kvshm2" + offer.substr(6), "malformed");
+  refused(offer + " extra", "malformed");
+  refused(WithField(offer, 2, "-1"), "malformed");
+  refused(WithField(offer, 3, "x"), "malformed");
+  refused(WithField(offer, 5, "00"), "malformed");
+  refused(WithField(offer, 5, std::string(32, 'z')), "malformed");
+  refused(WithField(offer, 1, "00000000-0000-0000-0000-000000000000"), "another host");
+  refused(WithField(offer, 4, "4096"), "size out of range");
+  refused(WithField(offer, 4, std::to_string(std::stoull(Field(offer, 4)) + 4096)), "size out of range");
+  refused(WithField(offer, 4, std::to_string(std::stoull(Field(offer, 4)) + 8192 * 2)), "do not check");
+  refused(WithField(offer, 5, std::string(32, '0')), "nonce");
+  // A descriptor of this process that is not a kvstore memfd, and one that is closed.
+  const int other = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  refused(WithField(offer, 3, std::to_string(other)), "something other");
+  close(other);
+  refused(WithField(offer, 3, std::to_string(other)), "not visible");
+  // Another process's number (pid 1 is never this test).
+  refused(WithField(offer, 2, "1"), "");
+  // The real offer still works; once answered, the worker's descriptor is closed and the
+  // offer names nothing any more.
+  CHECK(ShmLink::Accept(offer, &why) != nullptr);
+  w->Answered(false);
+  CHECK(!w->sending());
+  refused(offer, "not visible");
+}
+
+// The same through the wire: a descriptor frame replaces the payload, RecvMessage takes the
+// bytes from the link of the socket and clears the flag; refused without a link, with a
+// frame of the wrong size, or naming bytes outside the ring.
+void TestWire() {
+  zmq::context_t ctx;
+  zmq::socket_t tx(ctx, zmq::socket_type::pair), rx(ctx, zmq::socket_type::pair);
+  rx.bind("inproc://shm");
+  tx.connect("inproc://shm");
+  std::string why;
+  ShmPeers wp, sp;
+  std::unique_ptr<ShmLink> w = ShmLink::Create(kRing, &why);
+  REQUIRE(w != nullptr, "%s", why.c_str());
+  std::unique_ptr<ShmLink> s = ShmLink::Accept(w->offer(), &why);
+  REQUIRE(s != nullptr, "%s", why.c_str());
+  w->Answered(true);
+  wp.Add("", 0, std::move(w));
+  sp.Add("", 0, std::move(s));
+  auto recv = [&](ShmPeers* peers, Message* m, bool* ok) {
+    zmq::pollitem_t it{static_cast<void*>(rx), 0, ZMQ_POLLIN, 0};
+    zmq::poll(&it, 1, std::chrono::milliseconds(2000));
+    why.clear();
+    return kvstore::dist::RecvMessage(rx, false, m, ok, &why, peers);
+  };
+  for (size_t n : {size_t{1}, size_t{1023}, size_t{1024}, size_t{4099}, size_t{300001}}) {
+    const size_t count = n;  // uint8 elements
+    auto buf = std::make_shared<SharedBuf>();
+    const std::vector<char> v = Pattern(n, static_cast<unsigned>(n));
+    buf->msg.rebuild(v.data(), v.size());
+    WireHeader h = kvstore::dist::MakeHeader(MsgType::kPush, Role::kWorker, 0);
+    h.key = 3;
+    h.dtype = KV_UINT8;
+    h.total = h.count = static_cast<int64_t>(count);
+    REQUIRE(kvstore::dist::SendMessage(tx, nullptr, h, "", OutPayload{buf, 0, n}, &wp), "send");
+    Message m;
+    bool ok = false;
+    CHECK(recv(&sp, &m, &ok) && ok);
+    CHECK_MSG(m.payload.size() == n && std::memcmp(m.payload.data(), v.data(), n) == 0, "%zu bytes differ", n);
+    CHECK((m.h.flags & kFlagShm) == 0);
+  }
+  uint64_t puts = 0, misses = 0;
+  wp.Counts(&puts, &misses);
+  CHECK(puts == 3 && misses == 0);  // 1 and 1023 bytes went inline (kShmMinBytes)
+  // Hand-made descriptor frames.
+  auto send_desc = [&](const void* frame, size_t frame_bytes, uint64_t len) {
+    WireHeader h = kvstore::dist::MakeHeader(MsgType::kPush, Role::kWorker, 0);
+    h.key = 3;
+    h.dtype = KV_UINT8;
+    h.total = h.count = static_cast<int64_t>(len);
+    h.flags = kFlagShm;
+    h.payload_len = len;
+    h.num_frames = 2;
+    tx.send(zmq::const_buffer(&h, sizeof(h)), zmq::send_flags::sndmore);
+    tx.send(zmq::const_buffer(frame, frame_bytes), zmq::send_flags::none);
+  };
+  const ShmDesc outside{kRing - 10, 100, 4096};
+  const ShmDesc inside{0, 100, 4096};
+  struct Case {
+    const void* frame;
+    size_t bytes;
+    ShmPeers* peers;
+    const char* reason;
+  } cases[] = {
+      {&outside, sizeof(ShmDesc), &sp, "outside the ring"},
+      {&inside, sizeof(ShmDesc) - 1, &sp, "descriptor frame of 23 bytes"},
+      {&inside, sizeof(ShmDesc), nullptr, "without a segment"},
+  };
+  for (const Case& c : cases) {
+    send_desc(c.frame, c.bytes, 100);
+    Message m;
+    bool ok = true;
+    CHECK(recv(c.peers, &m, &ok));
+    CHECK_MSG(!ok && why.find(c.reason) != std::string::npos, "refusal '%s' expected, got '%s'", c.reason, why.c_str());
+  }
+  // A shared-memory flag on a message without a payload is refused by the header's rules.
+  WireHeader h = kvstore::dist::MakeHeader(MsgType::kPull, Role::kWorker, 0);
+  h.key = 3;
+  h.dtype = KV_UINT8;
+  h.total = h.count = 10;
+  h.flags = kFlagShm;
+  h.num_frames = 1;
+  CHECK(kvstore::dist::ValidateHeader(h, 0, 0, 0).find("shared-memory") != std::string::npos);
+}
+
+}  // namespace
+
+int main() {
+  const int before = CountKvstoreShm();
+  TestRoundTrips();
+  TestFullRing();
+  TestRefusedDescriptors();
+  TestRefusedOffers();
+  TestWire();
+  CHECK(CountKvstoreShm() == before);  // memfds: nothing is ever named in /dev/shm
+  return check_summary();
+}
