@@ -118,6 +118,7 @@ std::unique_ptr<ShmLink> ShmLink::Create(size_t ring_bytes, std::string* why) {
   }
   std::memcpy(l->base_, kMagic, sizeof(kMagic));
   std::memcpy(static_cast<char*>(l->base_) + kNonceOffset, nonce, sizeof(nonce));
+  __atomic_store_n(l->Written(0), 0, __ATOMIC_RELEASE);  // the header before the offer
   l->out_ = 0;
   char offer[256];
   std::snprintf(offer, sizeof(offer), "kvshm1 %s %d %d %zu %s", boot.c_str(), static_cast<int>(getpid()),
@@ -193,6 +194,7 @@ std::unique_ptr<ShmLink> ShmLink::Accept(const std::string& offer, std::string* 
   l->map_bytes_ = static_cast<size_t>(bytes);
   l->ring_bytes_ = static_cast<size_t>(ring);
   const char* b = static_cast<const char*>(p);
+  (void)__atomic_load_n(l->Written(0), __ATOMIC_ACQUIRE);  // pairs with Create's release
   if (std::memcmp(b, kMagic, sizeof(kMagic)) != 0 || std::memcmp(b + kNonceOffset, nonce, kNonceBytes) != 0) {
     *why = "the segment's nonce differs from the offer";
     return nullptr;

@@ -1,0 +1,81 @@
+#!/usr/bin/python3
+"""shm_ab.py - co-located peers through shared memory against TCP loopback: dist_bench with
+KVSTORE_SHM=1 and KVSTORE_SHM=0, interleaved and repeated in one session.
+
+    cd build && python3 ../bench/dist/shm_ab.py [--rounds 3] [--configs 1x1,2x2]
+        [--sizes 1M,16M,64M] [--seconds 0.3] [--reps 3] [--open]
+
+Each round runs `kvstore-launch -n W -s S -- bench/dist/dist_bench ...` once with shared
+memory (the default) and once with KVSTORE_SHM=0 (every payload over TCP loopback), the order
+alternating between rounds. Jobs carry kvstore-launch's fresh job secret (CURVE on every
+connection) unless --open (KVSTORE_JOB_SECRET=, plain ZeroMQ). Each dist_bench run also
+measures one memcpy of the value in the worker (its memcpy column) right next to its pushpull
+batches. Prints, per configuration and size, the medians over the rounds of pushpull GB/s
+(both directions counted, dist_bench's convention) with and without shared memory, the median
+per-round ratio shm / tcp, and the medians of pspl / memcpy of each (the memory baseline of
+that run). Run from the build directory.
+"""
+
+import argparse
+import statistics
+import subprocess
+import sys
+
+
+def parse(out):
+    """{size: {"pushpull": GB/s, "memcpy": GB/s}} from worker 0's dist_bench table."""
+    rows = {}
+    for line in out.splitlines():
+        if not line.startswith("[worker 0]"):
+            continue
+        cells = [c.split() for c in line.split("] ", 1)[1].split("|")]
+        if len(cells) < 9 or not cells[0] or cells[0][-1] not in ("KiB", "MiB"):
+            continue
+        rows[" ".join(cells[0])] = {"pushpull": float(cells[4][0]), "memcpy": float(cells[8][0])}
+    return rows
+
+
+def run(w, s, shm, a):
+    argv = [sys.executable, "tools/kvstore-launch", "-n", str(w), "-s", str(s),
+            "--env", "KVSTORE_SHM=%d" % (1 if shm else 0)]
+    if a.open:
+        argv += ["--env", "KVSTORE_JOB_SECRET="]
+    argv += ["--", "bench/dist/dist_bench", "--seconds", a.seconds, "--reps", a.reps,
+             "--sizes", a.sizes, "--ops", "pushpull"]
+    out = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=True,
+                         timeout=1800).stdout.decode(errors="replace")
+    return parse(out)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[1])
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--configs", default="1x1,2x2")
+    p.add_argument("--sizes", default="1M,16M,64M")
+    p.add_argument("--seconds", default="0.3")
+    p.add_argument("--reps", default="3")
+    p.add_argument("--open", action="store_true", help="no job secret (plain ZeroMQ)")
+    a = p.parse_args()
+    print("shm_ab: %d rounds, %s job, dist_bench --ops pushpull --seconds %s --reps %s" %
+          (a.rounds, "open" if a.open else "secured", a.seconds, a.reps))
+    print("%-6s %-7s| %-7s %-7s %-6s| %-7s %-7s" % ("job", "size", "shm", "tcp", "x", "shm/mc", "tcp/mc"))
+    for cfg in a.configs.split(","):
+        w, s = (int(x) for x in cfg.split("x"))
+        res = {True: [], False: []}
+        for r in range(a.rounds):
+            for shm in ((True, False) if r % 2 == 0 else (False, True)):
+                res[shm].append(run(w, s, shm, a))
+        for size in res[True][0]:
+            pp = {m: [x[size]["pushpull"] for x in res[m]] for m in res}
+            mc = {m: [x[size]["pushpull"] / x[size]["memcpy"] for x in res[m]] for m in res}
+            ratio = [pp[True][i] / pp[False][i] for i in range(a.rounds)]
+            print("%-6s %-7s| %-7.2f %-7.2f %-6.2f| %-7.2f %-7.2f" %
+                  (cfg, size, statistics.median(pp[True]), statistics.median(pp[False]),
+                   statistics.median(ratio), statistics.median(mc[True]), statistics.median(mc[False])))
+            sys.stdout.flush()
+    print("GB/s per worker of pushpull (both directions); x = median of per-round shm / tcp; "
+          "/mc = pushpull GB/s over the memcpy GB/s measured in the same dist_bench run")
+
+
+if __name__ == "__main__":
+    main()
