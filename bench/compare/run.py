@@ -33,7 +33,8 @@ median over the rounds):
 
 Distributed sections (dist_sync over 127.0.0.1, W workers x S servers; per round and
 configuration one MXNet job and one kvstore job, alternating which goes first; the figure is
-the median over rounds of worker 0's median per iteration):
+the median over rounds of worker 0's median per iteration; each job first moves
+--warmup-bytes, 512 MiB by default, per worker through a scratch key, untimed):
   dist          push + pull of one key of S bytes (1, 4, 16, 64 MiB) per worker per iteration,
                 as bytes moved per worker per second (2 S per iteration)
   dist-latency  the same with 4 KiB, per push + pull pair
@@ -463,6 +464,21 @@ def dist_worker(a):
             times.append(time.perf_counter() - t0)
         return statistics.median(times)
 
+    # Steady state first: every worker moves WARMUP_BYTES each way through a scratch key of
+    # 64 MiB (split over the servers by both libraries), untimed, so that allocators, socket
+    # buffers and kvstore's shared-memory rings (whose pages fault in on first use, 256 MiB
+    # per direction by default) are warm before the first timed cell.
+    if a.warmup_bytes:
+        n = 64 * MiB // 4
+        lib.init(key, lib.array(n, 0.0))
+        v, o = lib.array(n, 1.0), lib.array(n, 0.0)
+        lib.wait()
+        for _ in range(max(1, a.warmup_bytes // (64 * MiB))):
+            lib.push(key, v)
+            lib.pull(key, o)
+            o.wait_to_read()
+        key += 1
+        del v, o
     sizes = [int(x) for x in a.dist_sizes.split(",") if x]
     if a.latency:
         sizes.append(4 * KiB)
@@ -534,7 +550,8 @@ def run_job(lib, workers, servers, worker_args, a):
         server_cmd = [a.server]
     else:
         server_cmd = [sys.executable, "-c", "import mxnet"]
-    worker_cmd = [sys.executable, os.path.abspath(__file__), "--_worker", lib] + worker_args
+    worker_cmd = [sys.executable, os.path.abspath(__file__), "--_worker", lib,
+                  "--warmup-bytes", str(a.warmup_bytes)] + worker_args
     plan = [("scheduler", {}, server_cmd)]
     plan += [("server", {"DMLC_SERVER_ID": str(r), "DMLC_TASK_ID": str(r)}, server_cmd)
              for r in range(servers)]
@@ -730,6 +747,9 @@ def main():
     ap.add_argument("--dist-sizes", default=",".join(map(str, DIST_SIZES)), help="bytes")
     ap.add_argument("--key-counts", default=",".join(map(str, KEY_COUNTS)))
     ap.add_argument("--job-timeout", type=float, default=600)
+    ap.add_argument("--warmup-bytes", type=int, default=512 * MiB,
+                    help="untimed push + pull bytes per worker at the start of a dist job "
+                         "(0: none)")
     ap.add_argument("--quick", action="store_true",
                     help="a smoke run: 2 rounds, 1 job each, small sizes and key counts")
     ap.add_argument("--json", help="write every sample and median here")
