@@ -6,7 +6,8 @@
 #     suite against that library;
 #  3. the threaded stress tests under TSan, with the distributed cases whose threads hand
 #     arrays to each other (zero-copy push/pull, a killed server, a sync job) and the
-#     in-process jobs (scheduler, servers and workers as threads of one process).
+#     in-process jobs (scheduler, servers and workers as threads of one process), and the
+#     profiler's (threads recording while it stops; a profiled job).
 # Usage: scripts/run-tests.sh [build-root]   (default: ./build-ci)
 set -eu
 cd "$(dirname "$0")/.."
@@ -43,12 +44,12 @@ echo "== TSan build ($root/tsan)"
 cmake -S . -B "$root/tsan" -DCMAKE_BUILD_TYPE=Debug -DKVSTORE_SANITIZE=thread \
   -DKVSTORE_USE_CUDA=OFF -DKVSTORE_BUILD_BINDINGS=OFF -DKVSTORE_BUILD_BENCH=OFF \
   -DKVSTORE_BUILD_EXAMPLES=OFF -DPython3_EXECUTABLE=$py >/dev/null
-cmake --build "$root/tsan" -j"$jobs" --target test_capi_threads test_capi_store test_unit_reduce
-tsan_tests='capi_threads|capi_store|unit_reduce'
+cmake --build "$root/tsan" -j"$jobs" --target test_capi_threads test_capi_store test_unit_reduce test_profile
+tsan_tests='capi_threads|capi_store|unit_reduce|profile_local'
 if grep -qs dist_zerocopy "$root/tsan/tests/dist/CTestTestfile.cmake"; then
   cmake --build "$root/tsan" -j"$jobs" --target dist_worker kvstore-server test_ps_send_queue \
-    inprocess_tests
-  tsan_tests="$tsan_tests|dist_zerocopy|dist_sync_w2_s2\$|dist_killed_server|unit_ps_send_queue|inprocess_"
+    inprocess_tests profile_worker
+  tsan_tests="$tsan_tests|dist_zerocopy|dist_sync_w2_s2\$|dist_killed_server|unit_ps_send_queue|inprocess_|profile_dist"
 fi
 # Debian's libzmq is not instrumented: its internal synchronisation is suppressed.
 TSAN_OPTIONS="halt_on_error=1 suppressions=$PWD/tests/dist/tsan.supp" \

@@ -13,7 +13,7 @@
 enum { kElems = 1024, kThreads = 4, kRounds = 200 };
 
 static KVStoreHandle g_kv;
-static volatile int g_stop_readers;
+static int g_stop_readers; /* atomic (__atomic builtins) */
 
 /* The counters as a malloc'ed string (the two-step size protocol; a call between the two
  * steps may add keys, and the second step then asks for more). */
@@ -54,7 +54,7 @@ static void* pusher(void* arg) {
 
 static void* reader(void* arg) {
   (void)arg;
-  while (!g_stop_readers) free(stats());
+  while (!__atomic_load_n(&g_stop_readers, __ATOMIC_ACQUIRE)) free(stats());
   return NULL;
 }
 
@@ -134,7 +134,7 @@ int main(int argc, char** argv) {
   nanosleep(&pause, NULL);
   CHECK_OK(KVProfileStop());
   for (int t = 0; t < kThreads; ++t) pthread_join(th[t], NULL);
-  g_stop_readers = 1;
+  __atomic_store_n(&g_stop_readers, 1, __ATOMIC_RELEASE);
   pthread_join(rd, NULL);
 
   KVArrayFree(a);
