@@ -38,6 +38,8 @@
 %rename(KVStoreRowSparsePullStr) kvswig_row_sparse_pull_str;
 %ignore KVStoreSetGradientCompression;
 %rename(KVStoreSetGradientCompression) kvswig_set_gradient_compression;
+%ignore KVProfileGetStats;
+%rename(KVProfileGetStats) kvswig_profile_get_stats;
 
 #if defined(SWIGJAVA)
 %include "java/kvstore_java.i"

@@ -4,6 +4,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 /* This thread's binding error: the message and whether one is recorded. */
 static _Thread_local char kvswig_error[512];
@@ -127,4 +128,23 @@ int kvswig_row_sparse_pull_str(KVStoreHandle store, int num, const char* const* 
                                const KVArrayHandle* row_ids, int priority) {
   int rc = kvswig_count_rows("KVStoreRowSparsePullStr", num, nouts, nrow_ids);
   return rc ? rc : KVStoreRowSparsePullStr(store, num, keys, outs, row_ids, priority);
+}
+
+int kvswig_profile_get_stats(const char** out_stats) {
+  static _Thread_local char* buf;
+  static _Thread_local size_t cap;
+  for (;;) {
+    size_t need = 0;
+    int rc = KVProfileGetStats(buf, cap, &need);
+    if (rc == 0) {
+      *out_stats = buf;
+      return 0;
+    }
+    if (rc != KV_ERR_INVALID_ARGUMENT || need <= cap) return rc;
+    /* Too small (keys may be added between two calls): grow and ask again. */
+    char* grown = realloc(buf, need);
+    if (grown == NULL) return kvswig_fail(KV_ERR_OUT_OF_MEMORY, "KVProfileGetStats: out of memory");
+    buf = grown;
+    cap = need;
+  }
 }

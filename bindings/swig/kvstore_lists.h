@@ -79,6 +79,10 @@ int kvswig_row_sparse_pull_str(KVStoreHandle store, int num, const char* const* 
                                int nouts, const KVArrayHandle* outs, int nrow_ids,
                                const KVArrayHandle* row_ids, int priority);
 
+/* KVProfileGetStats as an output string (the languages copy it): the JSON text, in a buffer of
+ * this thread that stays valid until its next call. */
+int kvswig_profile_get_stats(const char** out_stats);
+
 #ifdef __cplusplus
 }
 #endif

@@ -48,7 +48,7 @@
                              int* out_capable, int* out_stype };
 %apply int64_t* KVSWIG_OUT_INT64 { int64_t* out_size, int64_t* out_num_rows };
 %apply size_t* KVSWIG_OUT_SIZE { size_t* out_nbytes };
-%apply const char** KVSWIG_OUT_STRING { const char** out_type };
+%apply const char** KVSWIG_OUT_STRING { const char** out_type, const char** out_stats };
 
 %apply const char* KVSWIG_IN_STRING { const char* type, const char* spec, const char* body,
                                       const char* path, const char* capability };
