@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cinttypes>
@@ -219,14 +220,24 @@ void ShmLink::Answered(bool accepted) {
 
 bool ShmLink::Refresh() {
   const uint64_t c = __atomic_load_n(Consumed(out_), __ATOMIC_ACQUIRE);
-  if (c < freed_ || c > written_) {
+  if (c > written_) {
     // Only a broken or hostile peer publishes this; stop using the ring for it.
-    Log("shared memory: the peer's consumed position %" PRIu64 " is outside [%" PRIu64 ", %" PRIu64
-        "]; its payloads go over TCP from now on", c, freed_, written_);
+    Log("shared memory: the peer's consumed position %" PRIu64 " is beyond the written %" PRIu64
+        "; its payloads go over TCP from now on", c, written_);
     sending_ = false;
     return false;
   }
-  freed_ = c;
+  // (A position below the last one seen is the peer's lag behind a restart below, or a lie
+  // that only makes this side wait: neither frees anything.)
+  freed_ = std::max(freed_, c);
+  // An empty ring starts again at its beginning: payloads keep to the pages they touched
+  // before (a ring's pages are faulted in on first use and stay), instead of walking the
+  // whole ring, which faults every page of it in once per ring's worth of traffic and keeps
+  // it all resident. The skipped tail holds nothing the reader has not read.
+  if (freed_ == written_ && written_ % ring_bytes_ != 0) {
+    written_ += ring_bytes_ - written_ % ring_bytes_;
+    freed_ = written_;
+  }
   return true;
 }
 

@@ -31,8 +31,8 @@
 //
 // Trust. The peer is a job member (it got past CURVE when the job has a secret); its
 // segment contents are data, never trusted for control: offsets from messages are bounds-
-// checked, the consumed position the peer publishes is checked before use (a value that is
-// not between the last one and the written position turns the ring off), and the sizes come
+// checked, the consumed position the peer publishes is checked before use (a value beyond the
+// written position turns the ring off; one below the last seen frees nothing), and the sizes come
 // from the handshake and fstat, never re-read from the header. SECURITY.md has the threat
 // model.
 //
@@ -113,7 +113,8 @@ class ShmLink {
   int out_ = 0;             // the ring this side writes: 0 worker, 1 server
   bool sending_ = false;
   uint64_t written_ = 0;    // of the outgoing ring (bytes since creation)
-  uint64_t freed_ = 0;      // the peer's consumed position of it, last seen
+  uint64_t freed_ = 0;      // the peer's consumed position of it, the highest seen (or the
+                            // restart point of an empty ring: Refresh)
   uint64_t taken_ = 0;      // the consumed position of the incoming ring, published
   uint64_t puts_ = 0;
   uint64_t misses_ = 0;
