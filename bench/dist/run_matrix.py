@@ -14,23 +14,17 @@ Run from the build directory (it uses tools/kvstore-launch and bench/dist/dist_b
 
 import argparse
 import statistics
-import subprocess
 import sys
+
+import dist_table
 
 COLUMNS = ("push", "pull", "pushpull", "push / acked")
 
 
 def parse(out):
     """{size: (push, pull, pushpull, push-against-acked ratios)} from dist_bench's table."""
-    rows = {}
-    for line in out.splitlines():
-        line = line.split("] ", 1)[-1] if line.startswith("[worker 0]") else line
-        cells = [c.split() for c in line.split("|")]
-        if len(cells) < 8 or not cells[0] or cells[0][-1] not in ("KiB", "MiB"):
-            continue
-        size = " ".join(cells[0])
-        rows[size] = tuple(float(cells[i][1]) for i in (2, 3, 4, 7))
-    return rows
+    return {size: tuple(float(cols[i][1]) for i in (2, 3, 4, 7))
+            for size, cols in dist_table.worker0_rows(out).items()}
 
 
 def main():
@@ -47,12 +41,8 @@ def main():
         for w, s in configs:
             # Open jobs, as every figure in docs/PERFORMANCE.md was measured (kvstore-launch
             # secures a job by default; secure_ab.py measures what that costs).
-            argv = [sys.executable, "tools/kvstore-launch", "-n", str(w), "-s", str(s),
-                    "--env", "KVSTORE_JOB_SECRET=", "--",
-                    "bench/dist/dist_bench", "--seconds", a.seconds, "--reps", a.reps,
-                    "--sizes", a.sizes]
-            out = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                 check=True, timeout=1800).stdout.decode(errors="replace")
+            out = dist_table.run_job(w, s, ["KVSTORE_JOB_SECRET="],
+                                     ["--seconds", a.seconds, "--reps", a.reps, "--sizes", a.sizes])
             print("=== run %d W=%d S=%d" % (run + 1, w, s))
             for line in out.splitlines():
                 if line.startswith("[worker 0]"):

@@ -21,40 +21,28 @@ import argparse
 import ctypes
 import ctypes.util
 import statistics
-import subprocess
 import sys
 import time
+
+import dist_table
 
 FIELDS = ("push", "pull", "pushpull", "pushL", "pullL")
 
 
-def parse(out):
-    """{size: {field: value}} from worker 0's dist_bench table."""
+def run(w, s, secured, a):
+    """{size: {field: value}} from worker 0's dist_bench table (latencies None when absent)."""
+    env = [] if secured else ["KVSTORE_JOB_SECRET="]
+    out = dist_table.run_job(w, s, env, ["--seconds", a.seconds, "--reps", a.reps,
+                                         "--sizes", a.sizes])
     rows = {}
-    for line in out.splitlines():
-        if not line.startswith("[worker 0]"):
-            continue
-        cells = [c.split() for c in line.split("] ", 1)[1].split("|")]
-        if len(cells) < 8 or not cells[0] or cells[0][-1] not in ("KiB", "MiB"):
-            continue
-        lat = cells[5]
-        rows[" ".join(cells[0])] = {
-            "push": float(cells[2][0]), "pull": float(cells[3][0]), "pushpull": float(cells[4][0]),
+    for size, cols in dist_table.worker0_rows(out).items():
+        lat = cols[5]
+        rows[size] = {
+            "push": float(cols[2][0]), "pull": float(cols[3][0]), "pushpull": float(cols[4][0]),
             "pushL": float(lat[0]) if lat and lat[0] != "-" else None,
             "pullL": float(lat[1]) if len(lat) > 1 and lat[1] != "-" else None,
         }
     return rows
-
-
-def run(w, s, secured, a):
-    argv = [sys.executable, "tools/kvstore-launch", "-n", str(w), "-s", str(s)]
-    if not secured:
-        argv += ["--env", "KVSTORE_JOB_SECRET="]
-    argv += ["--", "bench/dist/dist_bench", "--seconds", a.seconds, "--reps", a.reps,
-             "--sizes", a.sizes]
-    out = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=True,
-                         timeout=1800).stdout.decode(errors="replace")
-    return parse(out)
 
 
 def cipher_speed(nbytes=16 << 20, reps=5):

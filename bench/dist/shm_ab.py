@@ -18,33 +18,18 @@ that run). Run from the build directory.
 
 import argparse
 import statistics
-import subprocess
 import sys
 
-
-def parse(out):
-    """{size: {"pushpull": GB/s, "memcpy": GB/s}} from worker 0's dist_bench table."""
-    rows = {}
-    for line in out.splitlines():
-        if not line.startswith("[worker 0]"):
-            continue
-        cells = [c.split() for c in line.split("] ", 1)[1].split("|")]
-        if len(cells) < 9 or not cells[0] or cells[0][-1] not in ("KiB", "MiB"):
-            continue
-        rows[" ".join(cells[0])] = {"pushpull": float(cells[4][0]), "memcpy": float(cells[8][0])}
-    return rows
+import dist_table
 
 
 def run(w, s, shm, a):
-    argv = [sys.executable, "tools/kvstore-launch", "-n", str(w), "-s", str(s),
-            "--env", "KVSTORE_SHM=%d" % (1 if shm else 0)]
-    if a.open:
-        argv += ["--env", "KVSTORE_JOB_SECRET="]
-    argv += ["--", "bench/dist/dist_bench", "--seconds", a.seconds, "--reps", a.reps,
-             "--sizes", a.sizes, "--ops", "pushpull"]
-    out = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=True,
-                         timeout=1800).stdout.decode(errors="replace")
-    return parse(out)
+    """{size: {"pushpull": GB/s, "memcpy": GB/s}} from worker 0's dist_bench table."""
+    env = ["KVSTORE_SHM=%d" % (1 if shm else 0)] + (["KVSTORE_JOB_SECRET="] if a.open else [])
+    out = dist_table.run_job(w, s, env, ["--seconds", a.seconds, "--reps", a.reps,
+                                         "--sizes", a.sizes, "--ops", "pushpull"])
+    return {size: {"pushpull": float(cols[4][0]), "memcpy": float(cols[8][0])}
+            for size, cols in dist_table.worker0_rows(out, min_columns=9).items()}
 
 
 def main():
