@@ -86,36 +86,19 @@ def size_name(s):
 
 
 # -- the two libraries behind one small interface ------------------------------------------
-class MX(object):
-    """MXNet 1.9.1: every operation waits for the engine before it returns."""
-    name = "mxnet"
-
-    def __init__(self, store_type):
-        import mxnet
-        self.mx = mxnet
-        self.kv = mxnet.kv.create(store_type)
-
-    def array(self, n, value=1.0):
-        return self.mx.nd.full((n,), value, dtype="float32")
+class Store(object):
+    """What both libraries' stores are driven through: the calls their Python APIs share
+    (kvstore's follows MXNet's); each subclass makes the store and its arrays, waits and
+    closes in its own way."""
 
     def init(self, keys, values):
         self.kv.init(keys, values)
-
-    def set_sgd(self):
-        self.kv.set_optimizer(self.mx.optimizer.SGD(learning_rate=0.01, momentum=0.9))
 
     def push(self, keys, values):
         self.kv.push(keys, values)
 
     def pull(self, keys, outs):
         self.kv.pull(keys, out=outs)
-
-    def wait(self, arrays=None):
-        if arrays is None:
-            self.mx.nd.waitall()
-        else:
-            for a in arrays:
-                a.wait_to_read()
 
     def read(self, a):
         return a.asnumpy()
@@ -130,12 +113,35 @@ class MX(object):
     def rank(self):
         return self.kv.rank
 
+
+class MX(Store):
+    """MXNet 1.9.1: every operation waits for the engine before it returns."""
+    name = "mxnet"
+
+    def __init__(self, store_type):
+        import mxnet
+        self.mx = mxnet
+        self.kv = mxnet.kv.create(store_type)
+
+    def array(self, n, value=1.0):
+        return self.mx.nd.full((n,), value, dtype="float32")
+
+    def set_sgd(self):
+        self.kv.set_optimizer(self.mx.optimizer.SGD(learning_rate=0.01, momentum=0.9))
+
+    def wait(self, arrays=None):
+        if arrays is None:
+            self.mx.nd.waitall()
+        else:
+            for a in arrays:
+                a.wait_to_read()
+
     def close(self):
         self.mx.nd.waitall()
         del self.kv
 
 
-class KV(object):
+class KV(Store):
     """kvstore's Python binding; waits like MX does (a no-op where the call completed)."""
     name = "kvstore"
 
@@ -148,17 +154,8 @@ class KV(object):
     def array(self, n, value=1.0):
         return self.nd.full((n,), value)
 
-    def init(self, keys, values):
-        self.kv.init(keys, values)
-
     def set_sgd(self):
         self.kv.set_optimizer(self.kvstore.optimizer.SGD(learning_rate=0.01, momentum=0.9))
-
-    def push(self, keys, values):
-        self.kv.push(keys, values)
-
-    def pull(self, keys, outs):
-        self.kv.pull(keys, out=outs)
 
     def wait(self, arrays=None):
         if arrays is None:
@@ -166,19 +163,6 @@ class KV(object):
         else:
             for a in arrays:
                 a.wait_to_read()
-
-    def read(self, a):
-        return a.asnumpy()
-
-    def write(self, a, value):
-        a[:] = value
-
-    def barrier(self):
-        self.kv._barrier()
-
-    @property
-    def rank(self):
-        return self.kv.rank
 
     def close(self):
         self.kv.close()
