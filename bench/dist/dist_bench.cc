@@ -721,43 +721,52 @@ int main(int argc, char** argv) {
       std::printf("| %-6.2f %-5.2f| %-6.2f %-5.2f\n", Median(za), Median(ra), Median(mc), Median(ppmc));
       std::fflush(stdout);
     }
-    if (!compression.empty()) {
-      // The same pushes without (mode 0) and with (mode 1) compression, alternating.
-      const double per_word = compression == "1bit" ? 32 : 16;
+    // One row of a compression table: `first` and then `second` timed without (mode 0) and
+    // with (mode 1) compression, alternating, as `set_mode` sets it; the protocol's bytes per
+    // value when each 32-bit word carries `per_word` values, and `first`'s bytes on the wire.
+    auto compare_modes = [&](auto&& set_mode, const char* first_name, auto& first,
+                             const char* second_name, auto& second, double per_word) {
       double proto[2] = {0, 0};
       for (const Part& p : parts) {
         proto[0] += 88 + static_cast<double>(p.bytes);
         proto[1] += 88 + 4 * std::ceil(static_cast<double>(p.bytes / 4) / per_word);
       }
-      std::vector<double> push_t[2], pp_t[2], wire[2], speed, pp_speed;
+      std::vector<double> first_t[2], second_t[2], wire[2], speed, second_speed;
       for (int rep = 0; rep < reps; ++rep) {
-        double t[2], tpp[2];
+        double t[2], t2[2];
         for (int m : {rep % 2, 1 - rep % 2}) {
-          SetCompression(kv, m ? compression : "none");
-          run_push(window);  // warm-up: the residuals, the server's first compressed round
+          set_mode(m);
+          // Warm-up: the residuals, the server's first compressed round, and the first pull
+          // after a change of setting (exact: compressed-pull views reset).
+          first(window);
           REQUIRE_OK(KVStoreBarrier(kv));
           const double lo0 = LoopbackBytes();
-          t[m] = timed("push", run_push);
+          t[m] = timed(first_name, first);
           wire[m].push_back((LoopbackBytes() - lo0) / (3.0 * count * n));
-          tpp[m] = timed("pushpull", run_pushpull);
-          push_t[m].push_back(bytes / t[m] / 1e9);
-          pp_t[m].push_back(2.0 * bytes / tpp[m] / 1e9);
+          t2[m] = timed(second_name, second);
+          first_t[m].push_back(bytes / t[m] / 1e9);
+          second_t[m].push_back(2.0 * bytes / t2[m] / 1e9);
         }
         speed.push_back(t[0] / t[1]);
-        pp_speed.push_back(tpp[0] / tpp[1]);
+        second_speed.push_back(t2[0] / t2[1]);
       }
       SetCompression(kv, "none");
       char row[256];
       std::snprintf(row, sizeof(row), "%-7s| %-6.2f %-6.2f %-5.2f| %-6.2f %-6.2f %-5.2f| %-9.0f %-8.0f %-5.1f| %-9.0f %-8.0f %-5.1f\n",
-                    SizeName(bytes).c_str(), Median(push_t[0]), Median(push_t[1]), Median(speed),
-                    Median(pp_t[0]), Median(pp_t[1]), Median(pp_speed), proto[0], proto[1],
+                    SizeName(bytes).c_str(), Median(first_t[0]), Median(first_t[1]), Median(speed),
+                    Median(second_t[0]), Median(second_t[1]), Median(second_speed), proto[0], proto[1],
                     proto[0] / proto[1], Median(wire[0]), Median(wire[1]),
                     Median(wire[0]) / Median(wire[1]));
-      comp_table += row;
+      return std::string(row);
+    };
+    if (!compression.empty()) {
+      // Pushes and push+pull rounds, compressing pushes.
+      comp_table += compare_modes(
+          [&](int m) { SetCompression(kv, m ? compression : "none"); }, "push", run_push,
+          "pushpull", run_pushpull, compression == "1bit" ? 32 : 16);
     }
     if (pull_compression) {
-      // Pulls and push+pull rounds without (mode 0) and with (mode 1) 2bit compression of
-      // both directions, alternating.
+      // Pulls and push+pull rounds, 2bit compression of both directions.
       auto run_push_pull = [&](int cnt) {
         for (int i = 0; i < cnt; ++i) {
           REQUIRE_OK(KVStorePush(kv, 1, &key, &v, 0));
@@ -765,36 +774,9 @@ int main(int argc, char** argv) {
         }
         for (auto& o : outs) REQUIRE_OK(KVArrayWaitToRead(o));
       };
-      double proto[2] = {0, 0};
-      for (const Part& p : parts) {
-        proto[0] += 88 + static_cast<double>(p.bytes);
-        proto[1] += 88 + 4 * std::ceil(static_cast<double>(p.bytes / 4) / 16);
-      }
-      std::vector<double> pull_t[2], pp_t[2], wire[2], speed, pp_speed;
-      for (int rep = 0; rep < reps; ++rep) {
-        double t[2], tpp[2];
-        for (int m : {rep % 2, 1 - rep % 2}) {
-          SetCompression(kv, m ? "2bit" : "none", m == 1);
-          run_pull(window);  // warm-up: the first pull of a setting is exact (views reset)
-          REQUIRE_OK(KVStoreBarrier(kv));
-          const double lo0 = LoopbackBytes();
-          t[m] = timed("pull", run_pull);
-          wire[m].push_back((LoopbackBytes() - lo0) / (3.0 * count * n));
-          tpp[m] = timed("pull", run_push_pull);
-          pull_t[m].push_back(bytes / t[m] / 1e9);
-          pp_t[m].push_back(2.0 * bytes / tpp[m] / 1e9);
-        }
-        speed.push_back(t[0] / t[1]);
-        pp_speed.push_back(tpp[0] / tpp[1]);
-      }
-      SetCompression(kv, "none");
-      char row[256];
-      std::snprintf(row, sizeof(row), "%-7s| %-6.2f %-6.2f %-5.2f| %-6.2f %-6.2f %-5.2f| %-9.0f %-8.0f %-5.1f| %-9.0f %-8.0f %-5.1f\n",
-                    SizeName(bytes).c_str(), Median(pull_t[0]), Median(pull_t[1]), Median(speed),
-                    Median(pp_t[0]), Median(pp_t[1]), Median(pp_speed), proto[0], proto[1],
-                    proto[0] / proto[1], Median(wire[0]), Median(wire[1]),
-                    Median(wire[0]) / Median(wire[1]));
-      pull_table += row;
+      pull_table += compare_modes(
+          [&](int m) { SetCompression(kv, m ? "2bit" : "none", m == 1); }, "pull", run_pull,
+          "pull", run_push_pull, 16);
     }
     KVArrayFree(v);
     for (auto& o : outs) KVArrayFree(o);
@@ -808,7 +790,8 @@ int main(int argc, char** argv) {
     std::printf("GB/s per worker (ps+pl: a push then a pull, both directions counted); x = time "
                 "without / time with; protoB: header + payload bytes of one pull's replies; loB: "
                 "loopback bytes per pull and worker (requests, framing, TCP/IP, barriers "
-                "included)\n");
+                "included; payloads that go through shared memory are not on the loopback: "
+                "KVSTORE_SHM=0 counts them)\n");
   }
   if (rank == 0 && !compression.empty()) {
     std::printf("\ngradient compression %s (threshold 0.5), the same pushes without and with:\n"
@@ -818,7 +801,9 @@ int main(int argc, char** argv) {
     std::printf("%s", comp_table.c_str());
     std::printf("GB/s of gradient per worker (pushpull: both directions, compressed one way); "
                 "x = time without / time with; protoB: header + payload bytes of one push; loB: "
-                "loopback bytes per push and worker (replies, framing, TCP/IP, barriers included)\n");
+                "loopback bytes per push and worker (replies, framing, TCP/IP, barriers included; "
+                "payloads that go through shared memory are not on the loopback: KVSTORE_SHM=0 "
+                "counts them)\n");
   }
   if (rank == 0) {
     std::printf("GB/s per worker (1e9 B/s); ratio = raw ZeroMQ time / store time for the same "
