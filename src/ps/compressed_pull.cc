@@ -165,7 +165,7 @@ void Server::ReplyPull(const Req& r, const KeyState& k) {
   OutPayload p;
   p.nbytes = buf->array->nbytes();
   p.buf = std::move(buf);
-  SendMessage(sock_, &r.routing_id, h, std::string(), p);
+  SendMessage(sock_, &r.routing_id, h, std::string(), p, &shm_);
 }
 
 }  // namespace server

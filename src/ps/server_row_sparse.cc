@@ -121,7 +121,7 @@ void Server::ReplyRows(const Req& r, const KeyState& k) {
   h.count = k.count;
   h.total = k.total;
   h.arg = static_cast<int32_t>(r.row_len);
-  SendMessage(sock_, &r.routing_id, h, std::string(), OutPayload{buf, 0, buf->size()});
+  SendMessage(sock_, &r.routing_id, h, std::string(), OutPayload{buf, 0, buf->size()}, &shm_);
 }
 
 // A sync round with row_sparse pushes at its heads: all of them row_sparse, it runs here

@@ -54,7 +54,7 @@ void Server::HandleSaveStates(const Message& m) {
     h.status = ErrorCode(e);
     msg = e.what();
   }
-  SendMessage(sock_, &m.routing_id, h, msg, p);
+  SendMessage(sock_, &m.routing_id, h, msg, p, &shm_);
 }
 
 void Server::HandleLoadStates(const Message& m) {
