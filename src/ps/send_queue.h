@@ -24,18 +24,23 @@
 //
 // Cost. Push, Pop and Done are O(log n) in the number of queued requests, plus, in Pop,
 // the windowed pulls ranked ahead of the first one that fits that are too large for the
-// room left (none when the pulls are of one size, or when none fits).
+// room left (none when the pulls are of one size, or when none fits). PopSome takes the
+// lock once for many requests. Memory: every node of the queue's containers (a request,
+// its lane, their places in the ranked sets) comes from the queue's NodePool
+// (node_pool.h), so a request costs no malloc/free once the queue has held as many
+// requests as it holds now; the pool keeps the memory of the largest burst.
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <mutex>
 #include <set>
 #include <unordered_map>
 #include <utility>
 #include <vector>
+
+#include "ps/node_pool.h"
 
 namespace kvstore {
 namespace dist {
@@ -72,6 +77,9 @@ class SendQueue {
 
   // The next request that may leave now, with its ticket; false when none may.
   bool Pop(T* item, Ticket* ticket);
+  // Pops up to `max` requests as Pop would one by one (no Done between them), appending
+  // them to *out, under one lock; returns how many.
+  size_t PopSome(std::vector<std::pair<T, Ticket>>* out, size_t max);
 
   // Gives back what `ticket` holds (once; the ticket is cleared).
   void Done(Ticket* ticket);
@@ -83,46 +91,87 @@ class SendQueue {
     std::lock_guard<std::mutex> lock(mu_);
     return queued_;
   }
+  // The chunks of the queue's node pool (for tests: steady use does not grow it).
+  size_t pool_chunks() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return pool_.chunks();
+  }
 
  private:
   using Rank = std::pair<int64_t, uint64_t>;  // (-priority, sequence)
   using Slot = std::pair<Rank, uint64_t>;     // (a lane's rank, its key)
+  template <typename V>
+  using PoolSet = std::set<V, std::less<V>, PoolAllocator<V>>;
   struct Item {
     Rank rank;
     SendKind kind;
     size_t reply_bytes;
     T value;
+    Item* next;  // the lane's next request (fifo order)
   };
-  // One key's queued requests. A lane with requests sits in exactly one of free_ (its head
-  // is not a windowed pull) and pulls_ (it is), at `placed` with `placed_bytes`.
+  // One key's queued requests: a fifo of pooled Items. A lane with requests sits in exactly
+  // one of free_ (its head is not a windowed pull) and pulls_ (it is), at `placed` with
+  // `placed_bytes`. Its Items go back to the pool when it is destroyed.
   struct Lane {
-    std::deque<Item> fifo;
-    std::set<Rank> ranks;  // of fifo's items; begin() is the lane's rank
+    explicit Lane(NodePool* p) : pool(p), ranks(PoolAllocator<Rank>(p)) {}
+    Lane(const Lane&) = delete;
+    Lane& operator=(const Lane&) = delete;
+    ~Lane() {
+      while (head != nullptr) PopFront();
+    }
+    bool empty() const { return head == nullptr; }
+    Item& front() { return *head; }
+    const Item& front() const { return *head; }
+    void PushBack(Item* i) {
+      i->next = nullptr;
+      (tail != nullptr ? tail->next : head) = i;
+      tail = i;
+    }
+    void PopFront() {
+      Item* i = head;
+      head = i->next;
+      if (head == nullptr) tail = nullptr;
+      pool->Delete(i);
+    }
+    NodePool* pool;
+    Item* head = nullptr;
+    Item* tail = nullptr;
+    PoolSet<Rank> ranks;  // of the fifo's items; begin() is the lane's rank
     Rank placed{};
     size_t placed_bytes = 0;
   };
   static constexpr uint64_t kUnordered = uint64_t{1} << 63;  // lanes of key-0 requests
 
   size_t HeadWindowBytes(uint64_t key, const Lane& lane) const {
-    const Item& head = lane.fifo.front();
+    const Item& head = lane.front();
     if (head.kind != SendKind::kPull || pushes_in_flight_.count(key) != 0) return 0;
     return head.reply_bytes + 1;
   }
   void Place(uint64_t key, Lane& lane);
   void Unplace(uint64_t key, const Lane& lane);
   // The best-ranked lane of pulls_ whose head fits the window, or pulls_.end().
-  typename std::set<Slot>::iterator FittingPull();
+  typename PoolSet<Slot>::iterator FittingPull();
+  bool PopLocked(T* item, Ticket* ticket);
 
   mutable std::mutex mu_;
+  NodePool pool_;  // before the containers: they give their nodes back to it
   uint64_t next_seq_ = 1;
   size_t queued_ = 0;
-  std::unordered_map<uint64_t, Lane> lanes_;
-  std::set<Slot> free_;
-  std::set<Slot> pulls_;
-  std::multiset<size_t> pull_bytes_;  // placed_bytes of the lanes in pulls_
+  std::unordered_map<uint64_t, Lane, std::hash<uint64_t>, std::equal_to<uint64_t>,
+                     PoolAllocator<std::pair<const uint64_t, Lane>>>
+      lanes_{16, std::hash<uint64_t>(), std::equal_to<uint64_t>(),
+             PoolAllocator<std::pair<const uint64_t, Lane>>(&pool_)};
+  PoolSet<Slot> free_{PoolAllocator<Slot>(&pool_)};
+  PoolSet<Slot> pulls_{PoolAllocator<Slot>(&pool_)};
+  // placed_bytes of the lanes in pulls_
+  std::multiset<size_t, std::less<size_t>, PoolAllocator<size_t>> pull_bytes_{PoolAllocator<size_t>(&pool_)};
   size_t window_bytes_ = 0;
   int window_count_ = 0;
-  std::unordered_map<uint64_t, int> pushes_in_flight_;  // by key
+  // by key
+  std::unordered_map<uint64_t, int, std::hash<uint64_t>, std::equal_to<uint64_t>,
+                     PoolAllocator<std::pair<const uint64_t, int>>>
+      pushes_in_flight_{16, std::hash<uint64_t>(), std::equal_to<uint64_t>(),
+                        PoolAllocator<std::pair<const uint64_t, int>>(&pool_)};
 };
 
 template <typename T>
@@ -155,9 +204,9 @@ bool SendQueue<T>::Push(std::vector<Entry>& entries, int priority) {
     const uint64_t seq = next_seq_++;
     const Rank rank{-static_cast<int64_t>(priority), seq};
     const uint64_t key = e.key != 0 ? e.key : kUnordered | seq;
-    Lane& lane = lanes_[key];
-    if (!lane.fifo.empty()) Unplace(key, lane);
-    lane.fifo.push_back(Item{rank, e.kind, e.reply_bytes, std::move(e.item)});
+    Lane& lane = lanes_.try_emplace(key, &pool_).first->second;
+    if (!lane.empty()) Unplace(key, lane);
+    lane.PushBack(pool_.New<Item>(Item{rank, e.kind, e.reply_bytes, std::move(e.item), nullptr}));
     lane.ranks.insert(rank);
     Place(key, lane);
     ++queued_;
@@ -166,7 +215,7 @@ bool SendQueue<T>::Push(std::vector<Entry>& entries, int priority) {
 }
 
 template <typename T>
-typename std::set<typename SendQueue<T>::Slot>::iterator SendQueue<T>::FittingPull() {
+typename SendQueue<T>::template PoolSet<typename SendQueue<T>::Slot>::iterator SendQueue<T>::FittingPull() {
   if (pulls_.empty() || window_count_ < kWindowMin) return pulls_.begin();
   const size_t room = window_bytes_ >= kWindowBytes ? 0 : kWindowBytes - window_bytes_;
   if (*pull_bytes_.begin() > room) return pulls_.end();
@@ -179,6 +228,25 @@ typename std::set<typename SendQueue<T>::Slot>::iterator SendQueue<T>::FittingPu
 template <typename T>
 bool SendQueue<T>::Pop(T* item, Ticket* ticket) {
   std::lock_guard<std::mutex> lock(mu_);
+  return PopLocked(item, ticket);
+}
+
+template <typename T>
+size_t SendQueue<T>::PopSome(std::vector<std::pair<T, Ticket>>* out, size_t max) {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t n = 0;
+  for (; n < max && queued_ > 0; ++n) {
+    out->emplace_back();
+    if (!PopLocked(&out->back().first, &out->back().second)) {
+      out->pop_back();
+      break;
+    }
+  }
+  return n;
+}
+
+template <typename T>
+bool SendQueue<T>::PopLocked(T* item, Ticket* ticket) {
   auto pull = FittingPull();
   const bool has_pull = pull != pulls_.end();
   if (free_.empty() && !has_pull) return false;
@@ -190,18 +258,18 @@ bool SendQueue<T>::Pop(T* item, Ticket* ticket) {
   *ticket = Ticket{};
   ticket->key = key;
   ticket->window_bytes = lane.placed_bytes;
-  ticket->push = lane.fifo.front().kind == SendKind::kPush;
+  ticket->push = lane.front().kind == SendKind::kPush;
   if (ticket->window_bytes > 0) {
     window_bytes_ += ticket->window_bytes;
     ++window_count_;
   }
   if (ticket->push) ++pushes_in_flight_[key];
   Unplace(key, lane);
-  *item = std::move(lane.fifo.front().value);
-  lane.ranks.erase(lane.fifo.front().rank);
-  lane.fifo.pop_front();
+  *item = std::move(lane.front().value);
+  lane.ranks.erase(lane.front().rank);
+  lane.PopFront();
   --queued_;
-  if (lane.fifo.empty()) {
+  if (lane.empty()) {
     lanes_.erase(lane_it);
   } else {
     Place(key, lane);
@@ -239,7 +307,7 @@ std::vector<T> SendQueue<T>::TakeAll() {
     std::lock_guard<std::mutex> lock(mu_);
     ranked.reserve(queued_);
     for (auto& l : lanes_) {
-      for (Item& i : l.second.fifo) ranked.emplace_back(i.rank, std::move(i.value));
+      for (Item* i = l.second.head; i != nullptr; i = i->next) ranked.emplace_back(i->rank, std::move(i->value));
     }
     lanes_.clear();
     free_.clear();

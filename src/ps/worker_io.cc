@@ -249,14 +249,13 @@ void WorkerIo::CheckScheduler(double now) {
   FailAll(KV_ERR_PEER_DEAD, why);
 }
 
+// Takes the slice from the queue under one lock, then sends it.
 bool WorkerIo::SendQueued() {
-  OutMsg m;
-  SendQueue<OutMsg>::Ticket ticket;
-  for (int n = 0; n < kSendSlice; ++n) {
-    if (!queue_.Pop(&m, &ticket)) return false;
-    SendOne(m, ticket);
-  }
-  return true;
+  popped_.clear();
+  const size_t n = queue_.PopSome(&popped_, kSendSlice);
+  for (auto& p : popped_) SendOne(p.first, p.second);
+  popped_.clear();  // the requests' references (payloads, ops) end here, not at the next turn
+  return n == kSendSlice;
 }
 
 void WorkerIo::SendOne(OutMsg& m, const SendQueue<OutMsg>::Ticket& ticket) {
@@ -441,7 +440,7 @@ void WorkerIo::FailAll(int code, const std::string& why) {
     Outstanding o(m);
     Complete(o, code, why, nullptr);
   }
-  std::unordered_map<uint64_t, Outstanding> all;
+  decltype(outstanding_) all(0, outstanding_.hash_function(), outstanding_.key_eq(), outstanding_.get_allocator());
   all.swap(outstanding_);
   for (auto& e : all) Complete(e.second, code, why, nullptr);
 }

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "ps/config.h"
+#include "ps/node_pool.h"
 #include "ps/op.h"
 #include "ps/placement.h"
 #include "ps/scheduler_link.h"
@@ -151,7 +152,14 @@ class WorkerIo {
   static constexpr int kRecvSlice = 1024;  // per server
   uint64_t next_req_ = 1;
   uint64_t oldest_req_ = 1;  // no request older than this is outstanding (CheckDeadlines)
-  std::unordered_map<uint64_t, Outstanding> outstanding_;
+  // The nodes of outstanding_ (one per request in flight) come from this pool, declared
+  // before the table that gives them back (node_pool.h).
+  NodePool outstanding_pool_;
+  std::unordered_map<uint64_t, Outstanding, std::hash<uint64_t>, std::equal_to<uint64_t>,
+                     PoolAllocator<std::pair<const uint64_t, Outstanding>>>
+      outstanding_{16, std::hash<uint64_t>(), std::equal_to<uint64_t>(),
+                   PoolAllocator<std::pair<const uint64_t, Outstanding>>(&outstanding_pool_)};
+  std::vector<std::pair<OutMsg, SendQueue<OutMsg>::Ticket>> popped_;  // SendQueued's slice
 };
 
 // The requests of one call's operations on their way to the send queue, queued every kOps
@@ -162,6 +170,9 @@ class SendBatch {
  public:
   static constexpr int kOps = 256;
   SendBatch(WorkerIo* io, int priority) : io_(io), priority_(priority) {}
+  // A vector for building one operation's requests before Add, reused from operation to
+  // operation (its capacity stays).
+  std::vector<OutMsg>& Scratch() { return scratch_; }
   // Adds one operation's requests (moved from).
   void Add(std::vector<OutMsg>& msgs) {
     for (OutMsg& m : msgs) msgs_.push_back(std::move(m));
@@ -192,6 +203,7 @@ class SendBatch {
   const int priority_;
   int ops_ = 0;
   std::vector<OutMsg> msgs_;
+  std::vector<OutMsg> scratch_;
 };
 
 }  // namespace dist

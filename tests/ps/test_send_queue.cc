@@ -217,6 +217,54 @@ static void test_many_keys() {
   CHECK(large < 60 * small);
 }
 
+// The node pool (node_pool.h): a block given back is the next one of its size handed out,
+// and blocks of other sizes do not take it.
+static void test_node_pool() {
+  NodePool p;
+  void* a = p.Allocate(40);
+  void* b = p.Allocate(48);
+  CHECK(p.live() == 2);
+  p.Deallocate(a, 40);
+  CHECK(p.Allocate(100) != a);  // another size class
+  CHECK(p.Allocate(33) == a);   // 33 and 40 bytes share the 48-byte class
+  p.Deallocate(b, 48);
+  CHECK(p.live() == 2);
+  void* big = p.Allocate(NodePool::kMaxPooled + 1);  // not pooled
+  CHECK(p.live() == 2);
+  p.Deallocate(big, NodePool::kMaxPooled + 1);
+  CHECK(p.chunks() == 1);
+}
+
+// A queue that has held a burst of requests serves the same burst again from the memory it
+// kept: no chunk is added after the first round (every request, lane and ranked-set node
+// came back to the pool).
+static void test_queue_reuses_memory() {
+  Queue q;
+  auto round = [&q]() {
+    for (uint64_t k = 1; k <= 5000; ++k) {
+      Add(q, k, SendKind::kPush, 0, 0, "push");
+      Add(q, k, SendKind::kPull, 64, 0, "pull");
+    }
+    Add(q, 0, SendKind::kControl, 0, 0, "ctl");
+    std::vector<Queue::Ticket> held;
+    size_t n = 0;
+    for (;;) {
+      std::vector<std::string> got = Drain(q, &held);
+      n += got.size();
+      if (got.empty()) break;
+      for (Queue::Ticket& t : held) q.Done(&t);
+      held.clear();
+    }
+    return n;
+  };
+  CHECK(round() == 10001);
+  const size_t chunks = q.pool_chunks();
+  CHECK(chunks > 1);
+  for (int i = 0; i < 3; ++i) CHECK(round() == 10001);
+  CHECK(q.pool_chunks() == chunks);
+  CHECK(q.size() == 0);
+}
+
 int main() {
   test_priority_order();
   test_per_key_order();
@@ -225,5 +273,7 @@ int main() {
   test_push_in_flight();
   test_take_all();
   test_many_keys();
+  test_node_pool();
+  test_queue_reuses_memory();
   return check_summary();
 }
