@@ -19,6 +19,7 @@
 // them (op.h). A zero-copy push holds a pending read on its value until its Op finishes.
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstring>
 #include <exception>
 #include <mutex>
@@ -45,6 +46,50 @@ namespace kvstore {
 namespace dist {
 
 namespace {
+
+// The groups of one call's keys: which group a key of the call belongs to, in an
+// open-addressing table of twice the call's keys, filled once and dropped with the call (one
+// allocation per call where a hash map costs one per key). Application thread, one call.
+class GroupIndex {
+ public:
+  explicit GroupIndex(size_t keys) {
+    size_t cap = 16;
+    while (cap < 2 * keys) cap <<= 1;
+    slots_.assign(cap, Slot{nullptr, 0});
+    mask_ = cap - 1;
+  }
+  // The group of `k` and false, or, for a key not seen yet, `next` (filed as its group)
+  // and true.
+  std::pair<size_t, bool> Insert(const WorkerKey* k, size_t next) {
+    // Fibonacci hashing of the address: records are nodes some hundred bytes apart.
+    size_t i = static_cast<size_t>((reinterpret_cast<uintptr_t>(k) >> 4) * 0x9E3779B97F4A7C15ull >> 20) & mask_;
+    for (;; i = (i + 1) & mask_) {
+      Slot& s = slots_[i];
+      if (s.key == k) return {s.group, false};
+      if (s.key == nullptr) {
+        s = Slot{k, next};
+        return {next, true};
+      }
+    }
+  }
+  // The group of `k`, or SIZE_MAX when it has none.
+  size_t Find(const WorkerKey* k) const {
+    size_t i = static_cast<size_t>((reinterpret_cast<uintptr_t>(k) >> 4) * 0x9E3779B97F4A7C15ull >> 20) & mask_;
+    for (;; i = (i + 1) & mask_) {
+      const Slot& s = slots_[i];
+      if (s.key == k) return s.group;
+      if (s.key == nullptr) return SIZE_MAX;
+    }
+  }
+
+ private:
+  struct Slot {
+    const WorkerKey* key;
+    size_t group;
+  };
+  std::vector<Slot> slots_;
+  size_t mask_ = 0;
+};
 
 class WorkerStore : public Store, public Distributed {
  public:
@@ -97,11 +142,11 @@ class WorkerStore : public Store, public Distributed {
   PayloadRef Gather(WorkerKey* k, const std::vector<const Array*>& vals);
   template <typename Groups, typename KeyOf, typename ValsOf>
   std::vector<PayloadRef> GatherAll(const Groups& groups, KeyOf key_of, ValsOf vals_of);
-  std::vector<OutMsg> PartMessages(const std::shared_ptr<Op>& op) const;
+  void PartMessages(const std::shared_ptr<Op>& op, std::vector<OutMsg>* msgs) const;
   void StartDataOp(MsgType type, WorkerKey* k, PayloadRef payload, std::vector<Array*> outs,
                    const std::shared_ptr<Waiter>& waiter, SendBatch* batch);
   template <typename Groups, typename KeyOf, typename OutsOf>
-  void StartAll(MsgType type, const Groups& groups, std::vector<PayloadRef>& payloads,
+  void StartAll(MsgType type, Groups& groups, std::vector<PayloadRef>& payloads,
                 KeyOf key_of, OutsOf outs_of, int priority);
 
   // Control requests.
@@ -253,7 +298,8 @@ std::vector<std::pair<WorkerKey*, std::vector<A*>>> WorkerStore::GroupByKey(cons
                                                                            const char* op,
                                                                            const char* noun) {
   std::vector<std::pair<WorkerKey*, std::vector<A*>>> groups;
-  std::unordered_map<const WorkerKey*, size_t> index;
+  groups.reserve(static_cast<size_t>(keys.size));
+  GroupIndex index(static_cast<size_t>(keys.size));
   for (int i = 0; i < keys.size; ++i) {
     WorkerKey* k = FindKey(keys, i);
     A* a = arrays[i];
@@ -263,9 +309,9 @@ std::vector<std::pair<WorkerKey*, std::vector<A*>>> WorkerStore::GroupByKey(cons
     KV_CHECK(a->dtype() == k->dtype, KV_ERR_DTYPE_MISMATCH,
              "%s of key %s: the %s is %s, the stored value %s", op, k->display.c_str(), noun,
              DTypeName(a->dtype()), DTypeName(k->dtype));
-    auto added = index.emplace(k, groups.size());
+    const auto added = index.Insert(k, groups.size());
     if (added.second) groups.push_back({k, {a}});
-    else groups[added.first->second].second.push_back(a);
+    else groups[added.first].second.push_back(a);
   }
   return groups;
 }
@@ -312,15 +358,16 @@ std::vector<PayloadRef> WorkerStore::GatherAll(const Groups& groups, KeyOf key_o
   return payloads;
 }
 
-// One message per part of the op's key.
-std::vector<OutMsg> WorkerStore::PartMessages(const std::shared_ptr<Op>& op) const {
+// One message per part of the op's key, into *msgs (cleared first; the caller's vector is
+// reused from key to key).
+void WorkerStore::PartMessages(const std::shared_ptr<Op>& op, std::vector<OutMsg>* msgs) const {
   const WorkerKey& k = *op->key;
   const bool f32_sum = op->payload && op->payload.array() && op->payload.array()->dtype() != k.dtype;
   const size_t esize = f32_sum ? sizeof(float) : DTypeSize(k.dtype);
-  std::vector<OutMsg> msgs;
-  msgs.reserve(k.parts.size());
+  msgs->clear();
   for (const PartPlan& p : k.parts) {
-    OutMsg om;
+    msgs->emplace_back();
+    OutMsg& om = msgs->back();
     om.dest = p.server;
     om.h = io_->Header(op->type);
     om.h.flags = (sync_ ? kFlagSync : 0u) | (f32_sum ? kFlagFloat32Sum : 0u);
@@ -337,10 +384,8 @@ std::vector<OutMsg> WorkerStore::PartMessages(const std::shared_ptr<Op>& op) con
     om.op = op;
     om.part = p;
     om.order_key = k.order_id;
-    msgs.push_back(std::move(om));
   }
-  Compressors::Apply(*op, &msgs);
-  return msgs;
+  Compressors::Apply(*op, msgs);
 }
 
 // Builds one operation into `batch`. Everything that can fail (allocations) happens before
@@ -360,7 +405,8 @@ void WorkerStore::StartDataOp(MsgType type, WorkerKey* k, PayloadRef payload,
   bool need_staging = false;
   for (Array* o : op->outs) need_staging |= !o->ctx().is_cpu();
   if (need_staging) op->staging = Array::Create({k->size}, k->dtype, Context{});
-  std::vector<OutMsg> msgs = PartMessages(op);
+  std::vector<OutMsg>& msgs = batch->Scratch();
+  PartMessages(op, &msgs);
   for (Array* o : op->outs) o->BeginPendingWrite();
   tracker_.Begin(*op);
   batch->Add(msgs);
@@ -369,7 +415,7 @@ void WorkerStore::StartDataOp(MsgType type, WorkerKey* k, PayloadRef payload,
 // StartDataOp for every group with its payload, queued in batches. When one fails, the ops
 // already begun are queued and go on, and the payloads not used yet go back with the vector.
 template <typename Groups, typename KeyOf, typename OutsOf>
-void WorkerStore::StartAll(MsgType type, const Groups& groups, std::vector<PayloadRef>& payloads,
+void WorkerStore::StartAll(MsgType type, Groups& groups, std::vector<PayloadRef>& payloads,
                            KeyOf key_of, OutsOf outs_of, int priority) {
   SendBatch batch(io_.get(), priority);
   batch.ForEach(groups.size(), [&](size_t i) {
@@ -427,7 +473,8 @@ void WorkerStore::Pull(const KeyList& keys, Array* const* outs, int priority) {
   auto groups = GroupByKey(keys, outs, "pull", "output");
   lock.unlock();
   std::vector<PayloadRef> none(groups.size());
-  StartAll(MsgType::kPull, groups, none, [](auto& g) { return g.first; }, [](auto& g) { return g.second; }, priority);
+  StartAll(MsgType::kPull, groups, none, [](auto& g) { return g.first; },
+           [](auto& g) { return std::move(g.second); }, priority);
 }
 
 void WorkerStore::PushPull(const KeyList& vkeys, const Array* const* vals, const KeyList& okeys,
@@ -447,16 +494,17 @@ void WorkerStore::PushPull(const KeyList& vkeys, const Array* const* vals, const
     CheckDensePushPull(type(), vkeys, vals);
     auto pushed = GroupByKey(vkeys, vals, "pushpull", "value");
     auto pulled = GroupByKey(okeys, outs, "pushpull", "output");
-    std::unordered_map<const WorkerKey*, size_t> index;
+    GroupIndex index(pushed.size());
+    groups.reserve(pushed.size());
     for (auto& g : pushed) {
-      index.emplace(g.first, groups.size());
+      index.Insert(g.first, groups.size());
       groups.push_back({g.first, std::move(g.second), {}});
     }
     for (auto& g : pulled) {
-      auto it = index.find(g.first);
-      KV_CHECK(it != index.end(), KV_ERR_INVALID_ARGUMENT,
+      const size_t at = index.Find(g.first);
+      KV_CHECK(at != SIZE_MAX, KV_ERR_INVALID_ARGUMENT,
                "pushpull: output key %s is not among the pushed keys", g.first->display.c_str());
-      groups[it->second].outs = std::move(g.second);
+      groups[at].outs = std::move(g.second);
     }
     for (const Group& g : groups) {
       KV_CHECK(!g.outs.empty(), KV_ERR_INVALID_ARGUMENT,
@@ -467,8 +515,8 @@ void WorkerStore::PushPull(const KeyList& vkeys, const Array* const* vals, const
   auto key_of = [](const Group& g) { return g.k; };
   std::vector<PayloadRef> payloads =
       GatherAll(groups, key_of, [](const Group& g) -> const auto& { return g.vals; });
-  StartAll(MsgType::kPushPull, groups, payloads, key_of, [](const Group& g) { return g.outs; },
-           priority);
+  StartAll(MsgType::kPushPull, groups, payloads, key_of,
+           [](Group& g) { return std::move(g.outs); }, priority);
 }
 
 void WorkerStore::RowSparsePull(const KeyList& keys, Array* const* outs, const Array* const* row_ids,
