@@ -20,7 +20,6 @@ arrays passed to a running call stay alive until it returns (see ``ndarray._Hand
 import array
 import atexit
 import numbers
-import operator
 import os
 import struct
 import threading
@@ -207,10 +206,14 @@ _PUSH_STR = UNCHECKED["KVStorePushStr"]
 _PULL_STR = UNCHECKED["KVStorePullStr"]
 _PUSHPULL_STR = UNCHECKED["KVStorePushPullStr"]
 _pack_int = struct.Struct("=i").pack
-_get_h = operator.attrgetter("_h")
-_get_cptr = operator.attrgetter("cptr")
 _INT_ONLY = {int}
 _STR_ONLY = {str}
+
+# A tuple of int keys (exact ints, as _fast_keys checks before it looks) -> the keys packed
+# as C ints; a repeated key list of up to _INT_KEYS_LEN keys is packed once.
+_INT_KEYS = {}
+_INT_KEYS_MAX = 64
+_INT_KEYS_LEN = 4096
 
 # str key -> (the native bytes of a char* to its UTF-8 copy, the c_char_p owning the copy).
 # Entries are never removed, so a pointer taken from here stays valid for any call; past
@@ -249,10 +252,21 @@ def _fast_keys(key):
     if (t is list or t is tuple) and key:
         kinds = set(map(type, key))
         if kinds == _INT_ONLY:
+            n = len(key)
+            if n <= _INT_KEYS_LEN:
+                tk = tuple(key)
+                p = _INT_KEYS.get(tk)
+                if p is not None:
+                    return n, p, False
             try:
-                return len(key), array.array("i", key).tobytes(), False
+                p = array.array("i", key).tobytes()
             except OverflowError:
                 return None
+            if n <= _INT_KEYS_LEN:
+                if len(_INT_KEYS) >= _INT_KEYS_MAX:
+                    _INT_KEYS.clear()
+                _INT_KEYS[tk] = p
+            return n, p, False
         if kinds == _STR_ONLY:
             try:
                 return len(key), b"".join(map(_str_key_ptr, key)), True
@@ -272,9 +286,10 @@ def _fast_arrays(values, num, one_key):
         return h, h.cptr
     t = type(values)
     if (t is list or t is tuple) and len(values) == num:
+        # Comprehensions, not map(attrgetter): CPython 3.11 specialises their slot loads.
         try:
-            hs = list(map(_get_h, values))
-            return hs, b"".join(map(_get_cptr, hs))
+            hs = [v._h for v in values]
+            return hs, b"".join([h.cptr for h in hs])
         except (AttributeError, TypeError):  # not an NDArray, a nested list, a closed array
             return None
     return None

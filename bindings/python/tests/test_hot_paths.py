@@ -93,6 +93,28 @@ def test_shapes_the_hot_paths_refuse_keep_their_errors(store):
     numpy.testing.assert_array_equal(a.asnumpy(), full(1))
 
 
+def test_a_repeated_key_list_is_packed_once_and_still_checked(store, monkeypatch):
+    """A list of int keys seen before reuses its packed C ints (kv._INT_KEYS); a list equal to
+    it with a key of another type (1.0 == 1, True == 1), or the same list object changed in
+    place, is still checked and packed for what it holds now."""
+    store.init([1, 2, 3], [nd.zeros(SHAPE)] * 3)
+    a, b = nd.ones(SHAPE), nd.ones(SHAPE) * 2
+    keys = [1, 2]
+    store.push(keys, [a, b])
+    assert kv._INT_KEYS[(1, 2)] == numpy.array([1, 2], numpy.intc).tobytes()
+    with pytest.raises(TypeError, match=r"push \(key 1.0\): a key must be an int or a str"):
+        store.push([1.0, 2], [b, a])
+    with pytest.raises(TypeError, match=r"push \(key True\): a key must be an int or a str"):
+        store.push([True, 2], [b, a])
+    keys[1] = 3
+    refuse_general_path(monkeypatch)
+    store.push(keys, [b, b * 3])
+    outs = [nd.zeros(SHAPE) for _ in range(3)]
+    store.pull([1, 2, 3], out=outs)
+    for out, want in zip(outs, (2, 2, 6)):
+        numpy.testing.assert_array_equal(out.asnumpy(), full(want))
+
+
 def test_general_shapes_still_work(store):
     store.init([1, 2], [nd.zeros(SHAPE), nd.zeros(SHAPE)])
     store.push(numpy.int64(1), [nd.ones(SHAPE), numpy.ones(SHAPE, numpy.float32)])
