@@ -43,6 +43,16 @@ typedef long int64_t;
       throw err;
     }
   }
+
+  /* The hot push and pull calls with the arrays' addresses (ArrayHandle.address()) instead of
+   * ArrayHandle[] (kvstore_jni_support.cc, "Direct entry points"): the same checks, messages
+   * and exceptions as KVStoreLib.KVStorePush / KVStorePull; the status is returned. The caller
+   * keeps the store and arrays from being freed until the call returns (org.kvstore.KVStore
+   * enters them). */
+  public final static native int pushInts(long store, int[] keys, long[] arrays, int priority);
+  public final static native int pullInts(long store, int[] keys, long[] arrays, int priority);
+  public final static native int pushOne(long store, int key, long array, int priority);
+  public final static native int pullOne(long store, int key, long array, int priority);
 %}
 
 %pragma(java) moduleclassmodifiers = "public final class"

@@ -407,3 +407,85 @@ extern "C" JNIEXPORT jint JNICALL JNI_OnLoad(JavaVM* vm, void* /*reserved*/) {
   kvjava_init_ids(env);
   return JNI_VERSION_1_8;
 }
+
+/* Direct entry points of the hot push and pull calls (KVStoreLibJNI.pushInts, pullInts,
+ * pushOne, pullOne; declared in kvstore_java.i's jniclasscode). The generated wrappers take
+ * ArrayHandle[] and read each element's address with three JNI calls, into vectors allocated per
+ * call; these take the addresses as a long[] (or one long) that org.kvstore.KVStore filled while
+ * it entered the arrays, copy keys and addresses with one region copy each (on the stack for up
+ * to KVJAVA_STACK_KEYS keys), and go through the same count-checking shims, so their checks and
+ * messages are the generated wrappers'. No array is pinned across the library call: an updater
+ * may call into Java from inside it. The status is returned and, when negative, thrown. */
+namespace {
+
+constexpr jsize KVJAVA_STACK_KEYS = 256;
+
+using KVJavaListCall = int (*)(KVStoreHandle, int, const int*, int, const KVArrayHandle*, int);
+
+jint kvjava_list_call(JNIEnv* env, KVJavaListCall call, jlong store, jintArray keys,
+                      jlongArray arrays, jint priority) {
+  int rc = 0;
+  if (!keys) {
+    rc = kvswig_fail(KV_ERR_NULL_POINTER, "keys is null");
+  } else if (!arrays) {
+    rc = kvswig_fail(KV_ERR_NULL_POINTER, "vals is null");
+  }
+  if (rc) {
+    kvjava_finish(env, rc);
+    return rc;
+  }
+  const jsize nk = env->GetArrayLength(keys);
+  const jsize na = env->GetArrayLength(arrays);
+  static_assert(sizeof(jint) == sizeof(int) && sizeof(jlong) == sizeof(KVArrayHandle),
+                "keys and addresses are copied as they are");
+  jint kbuf[KVJAVA_STACK_KEYS];
+  jlong abuf[KVJAVA_STACK_KEYS];
+  std::vector<jint> kheap;
+  std::vector<jlong> aheap;
+  jint* k = kbuf;
+  jlong* a = abuf;
+  if (nk > KVJAVA_STACK_KEYS) {
+    kheap.resize((size_t)nk);
+    k = kheap.data();
+  }
+  if (na > KVJAVA_STACK_KEYS) {
+    aheap.resize((size_t)na);
+    a = aheap.data();
+  }
+  if (nk > 0) env->GetIntArrayRegion(keys, 0, nk, k);
+  if (na > 0) env->GetLongArrayRegion(arrays, 0, na, a);
+  rc = call(reinterpret_cast<KVStoreHandle>(store), (int)nk, reinterpret_cast<const int*>(k),
+            (int)na, reinterpret_cast<const KVArrayHandle*>(a), (int)priority);
+  kvjava_finish(env, rc);
+  return rc;
+}
+
+}  // namespace
+
+extern "C" JNIEXPORT jint JNICALL Java_org_kvstore_swig_KVStoreLibJNI_pushInts(
+    JNIEnv* env, jclass, jlong store, jintArray keys, jlongArray arrays, jint priority) {
+  return kvjava_list_call(env, kvswig_push, store, keys, arrays, priority);
+}
+
+extern "C" JNIEXPORT jint JNICALL Java_org_kvstore_swig_KVStoreLibJNI_pullInts(
+    JNIEnv* env, jclass, jlong store, jintArray keys, jlongArray arrays, jint priority) {
+  return kvjava_list_call(env, kvswig_pull, store, keys, arrays, priority);
+}
+
+extern "C" JNIEXPORT jint JNICALL Java_org_kvstore_swig_KVStoreLibJNI_pushOne(
+    JNIEnv* env, jclass, jlong store, jint key, jlong array, jint priority) {
+  const int k = (int)key;
+  const KVArrayHandle a = reinterpret_cast<KVArrayHandle>(array);
+  const int rc = KVStorePush(reinterpret_cast<KVStoreHandle>(store), 1, &k, &a, (int)priority);
+  kvjava_finish(env, rc);
+  return rc;
+}
+
+extern "C" JNIEXPORT jint JNICALL Java_org_kvstore_swig_KVStoreLibJNI_pullOne(
+    JNIEnv* env, jclass, jlong store, jint key, jlong array, jint priority) {
+  const int k = (int)key;
+  const KVArrayHandle a = reinterpret_cast<KVArrayHandle>(array);
+  const int rc = KVStorePull(reinterpret_cast<KVStoreHandle>(store), 1, &k, &a, (int)priority);
+  kvjava_finish(env, rc);
+  return rc;
+}

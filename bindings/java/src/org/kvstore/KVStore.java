@@ -6,6 +6,7 @@ import java.util.Arrays;
 import java.util.function.BiConsumer;
 import org.kvstore.swig.ArrayHandle;
 import org.kvstore.swig.KVStoreLib;
+import org.kvstore.swig.KVStoreLibJNI;
 import org.kvstore.swig.StoreHandle;
 
 /**
@@ -18,9 +19,9 @@ import org.kvstore.swig.StoreHandle;
  * message, and leaves the store as it was. {@link #close()} releases the store (a Cleaner does it
  * for an unreachable store that was never closed).
  *
- * <p>Every native call runs through one helper ({@code call}) that enters the store and every
- * array it is given for the whole call and fences them until it returned, so that closing any of
- * them meanwhile (another thread, or the store's own updater) throws {@link KVBusyException}
+ * <p>Every native call runs through one helper ({@code call}, or its direct twins for the hot
+ * push and pull) that enters the store and every array it is given for the whole call and
+ * fences them until it returned, so that closing any of them meanwhile (another thread, or the store's own updater) throws {@link KVBusyException}
  * instead of freeing memory in use, and the Cleaner never frees one mid-call.
  */
 public final class KVStore implements AutoCloseable {
@@ -97,8 +98,8 @@ public final class KVStore implements AutoCloseable {
   /**
    * Runs one native call on this store and the arrays of lists {@code first} and
    * {@code second} (a list whose name is null is not used). The lists are copied first, so
-   * the arrays that are left are the ones that were entered; see the class comment. This is
-   * the only place KVStore makes a native call on its store.
+   * the arrays that are left are the ones that were entered; see the class comment. Every
+   * native call KVStore makes on its store goes through this or callDirect / callOneDirect.
    */
   private void call(NDArray[] first, String firstName, NDArray[] second, String secondName,
       NativeCall body) {
@@ -123,18 +124,49 @@ public final class KVStore implements AutoCloseable {
     }
   }
 
+  /** A hot native call: the store's and the arrays' addresses, no ArrayHandle objects. */
+  @FunctionalInterface
+  private interface DirectCall {
+    void run(long store, long[] arrays);
+  }
+
   /**
-   * call() for one array as the first list (one key with one value or output: the common
-   * push and pull): no caller's list to copy, no handle loops. Same checks, in the same order,
-   * with the same messages as call(one(array), what, null, null, body).
+   * call(arrays, what, null, null, ...) for the hot int-key push and pull: the same checks, in
+   * the same order, with the same messages and the same entering and fencing, but the native
+   * call gets the entered arrays' addresses in a long[] (KVStoreLibJNI.pushInts / pullInts)
+   * instead of an ArrayHandle[] that the generated wrapper reads element by element.
    */
-  private void callOne(NDArray array, String what, NativeCall body) {
+  private void callDirect(NDArray[] arrays, String what, DirectCall body) {
+    NDArray[] a = operands(arrays, what);
+    StoreHandle s = life.enter();
+    int n = 0;
+    try {
+      long[] addrs = new long[a.length];
+      for (; n < a.length; ++n) addrs[n] = a[n].life.enter().address();
+      body.run(s.address(), addrs);
+    } finally {
+      for (int i = 0; i < n; ++i) a[i].life.exit();
+      life.exit();
+      Reference.reachabilityFence(this);
+      Reference.reachabilityFence(a);
+    }
+  }
+
+  /**
+   * callDirect() for one array (one key with one value or output): no list to copy, no
+   * handle loop, the same checks and messages as callDirect(one(array), what, ...).
+   */
+  private void callOneDirect(NDArray array, String what, int key, int priority, boolean push) {
     if (array == null) throw new KVNullPointerException(what + "[0] is null");
     StoreHandle s = life.enter();
     try {
-      ArrayHandle h = array.life.enter();
+      long h = array.life.enter().address();
       try {
-        body.run(s, new ArrayHandle[] {h}, NO_HANDLES);
+        if (push) {
+          KVStoreLibJNI.pushOne(s.address(), key, h, priority);
+        } else {
+          KVStoreLibJNI.pullOne(s.address(), key, h, priority);
+        }
       } finally {
         array.life.exit();
       }
@@ -408,8 +440,7 @@ public final class KVStore implements AutoCloseable {
 
   /** Pushes values[i] to keys[i]; values of a repeated key are summed. */
   public void push(int[] keys, NDArray[] values, int priority) {
-    call(values, "values", null, null,
-        (h, v, u) -> KVStoreLib.KVStorePush(h, keys, v, priority));
+    callDirect(values, "values", (h, v) -> KVStoreLibJNI.pushInts(h, keys, v, priority));
   }
 
   public void push(int[] keys, NDArray[] values) {
@@ -421,8 +452,7 @@ public final class KVStore implements AutoCloseable {
   }
 
   public void push(int key, NDArray value, int priority) {
-    int[] keys = {key};
-    callOne(value, "values", (h, v, u) -> KVStoreLib.KVStorePush(h, keys, v, priority));
+    callOneDirect(value, "values", key, priority, true);
   }
 
   /** Pushes several values for one key (summed, e.g. one per device). */
@@ -461,8 +491,7 @@ public final class KVStore implements AutoCloseable {
 
   /** Copies the stored value of keys[i] into outs[i]. */
   public void pull(int[] keys, NDArray[] outs, int priority) {
-    call(outs, "outs", null, null,
-        (h, v, u) -> KVStoreLib.KVStorePull(h, keys, v, priority));
+    callDirect(outs, "outs", (h, v) -> KVStoreLibJNI.pullInts(h, keys, v, priority));
   }
 
   public void pull(int[] keys, NDArray[] outs) {
@@ -474,8 +503,7 @@ public final class KVStore implements AutoCloseable {
   }
 
   public void pull(int key, NDArray out, int priority) {
-    int[] keys = {key};
-    callOne(out, "outs", (h, v, u) -> KVStoreLib.KVStorePull(h, keys, v, priority));
+    callOneDirect(out, "outs", key, priority, false);
   }
 
   /** Copies the stored value of one key into every output (e.g. one per device). */

@@ -142,6 +142,7 @@ public final class ConformanceTest {
     scenario("C8 stateful updater", ConformanceTest::c8StatefulUpdater);
     scenario("C9 int and string keys", ConformanceTest::c9IntAndStringKeys);
     scenario("C10 lists", ConformanceTest::c10Lists);
+    scenario("C10 lists: the direct push and pull keep the generated calls' errors", ConformanceTest::directCalls);
     scenario("C11 pushpull and broadcast", ConformanceTest::c11PushPullBroadcast);
     scenario("C12 dtypes", ConformanceTest::c12Dtypes);
     scenario("C13 type name", ConformanceTest::c13TypeName);
@@ -580,6 +581,61 @@ public final class ConformanceTest {
           () -> kv.push(keys, new NDArray[] {filled(1), null, filled(1)}));
       kv.pull(keys, outs);
       checkValues("rejected lists changed nothing", 10f, outs[0]);
+    }
+  }
+
+  /**
+   * KVStore's int-key push and pull go to KVStoreLibJNI.pushInts / pullInts / pushOne / pullOne
+   * with the arrays' addresses; each error must be the one the generated KVStoreLib call gives
+   * for the same arguments (class and message), and a refused call changes nothing.
+   */
+  static void directCalls() {
+    try (KVStore kv = KVStore.create("local"); NDArray out = NDArray.zeros(S23)) {
+      int[] keys = {1, 2, 3};
+      kv.init(keys, new NDArray[] {filled(1), filled(2), filled(3)});
+      StoreHandle h = kv.handle();
+      NDArray one = filled(7);
+      ArrayHandle[] oneHandle = {one.handle()};
+      Body[][] pairs = {
+        {() -> kv.push(keys, new NDArray[] {one}), () -> KVStoreLib.KVStorePush(h, keys, oneHandle, 0)},
+        {() -> kv.pull(keys, new NDArray[] {one}), () -> KVStoreLib.KVStorePull(h, keys, oneHandle, 0)},
+        {() -> kv.push((int[]) null, new NDArray[] {one}, 0), () -> KVStoreLib.KVStorePush(h, null, oneHandle, 0)},
+        {() -> kv.pull((int[]) null, new NDArray[] {one}, 0), () -> KVStoreLib.KVStorePull(h, null, oneHandle, 0)},
+        {() -> kv.push(new int[] {9}, new NDArray[] {one}), () -> KVStoreLib.KVStorePush(h, new int[] {9}, oneHandle, 0)},
+        {() -> kv.pull(9, one), () -> KVStoreLib.KVStorePull(h, new int[] {9}, oneHandle, 0)},
+        {() -> kv.push(9, one), () -> KVStoreLib.KVStorePush(h, new int[] {9}, oneHandle, 0)},
+      };
+      for (int i = 0; i < pairs.length; ++i) {
+        Throwable direct = null;
+        Throwable generated = null;
+        try {
+          pairs[i][0].run();
+        } catch (Throwable t) {
+          direct = t;
+        }
+        try {
+          pairs[i][1].run();
+        } catch (Throwable t) {
+          generated = t;
+        }
+        check("case " + i + ": both calls fail (" + direct + " / " + generated + ")",
+            direct != null && generated != null);
+        if (direct != null && generated != null) {
+          checkEq("case " + i + ": the exception's class", generated.getClass(), direct.getClass());
+          checkEq("case " + i + ": the message", generated.getMessage(), direct.getMessage());
+        }
+      }
+      kv.pull(keys, new NDArray[] {out, out, out});
+      checkValues("refused calls changed nothing", 3f, out);
+      NDArray closed = filled(1);
+      closed.close();
+      expectThrows("one-key push of a closed array", IllegalStateException.class, () -> kv.push(1, closed));
+      expectThrows("list pull into a closed array", IllegalStateException.class,
+          () -> kv.pull(keys, new NDArray[] {out, closed, out}));
+      kv.push(2, one);
+      kv.pull(2, out);
+      checkValues("one-key push and pull", 7f, out);
+      one.close();
     }
   }
 
