@@ -6,7 +6,11 @@
 // optimizer spec in the string frame, a payload of count * dtype-size bytes) and then get
 // a few mutations: a header field set to a boundary value or random bits, a frame cut,
 // grown, dropped, duplicated or added, bytes of the string flipped. The rest are random
-// frames. A property violation aborts; the driver then names the message, and
+// frames. Three in ten arrive on a shared-memory connection (wire_target.h mode bit 1), where
+// most messages with a payload carry it as a descriptor (kFlagShm): exact, or with its
+// offset, length or ring position moved (by one, past the ring, to a boundary value), in a
+// frame of the wrong size, on a message without a payload, or from a sender the receiver
+// has no segment for; their payloads are larger (up to 16 KiB: rings of 64 KiB wrap). A property violation aborts; the driver then names the message, and
 // `fuzz_wire --seed S --only I --dump FILE` writes its input for a debugger or libFuzzer.
 //
 // --server-flood TYPE: the same messages go to a live parameter server instead, from the
@@ -96,6 +100,7 @@ void Mangle(Rng& r, std::string* s) {
 std::string Generate(uint64_t seed, uint64_t index) {
   Rng r{Mix(seed, index)};
   const bool router = r.Chance(50);
+  const bool shm = !g_flood && r.Chance(30);
   if (r.Chance(10)) {  // random frames
     std::vector<std::string> frames(static_cast<size_t>(r.Int(1, 6)));
     for (std::string& f : frames) f = RandomBytes(r, static_cast<size_t>(r.Chance(30) ? sizeof(WireHeader) : r.Int(0, 120)));
@@ -112,11 +117,16 @@ std::string Generate(uint64_t seed, uint64_t index) {
   h.req_id = r.Next();
   h.key = r.Int(-2, 100);
   h.dtype = r.Int(0, 6) == 5 ? 0 : r.Int(0, 6);
-  h.count = r.Int(0, 40);
+  h.count = shm && r.Chance(50) ? r.Int(100, 2000) : r.Int(0, 40);
   h.offset = r.Int(0, 10);
   h.total = h.offset + h.count + r.Int(0, 10);
   h.arg = r.Int(-2, 5);
   h.flags = static_cast<uint32_t>(r.Int(0, 3));
+  if (shm && r.Chance(60)) {  // messages that carry values, which is what rings carry
+    static const MsgType kValues[] = {MsgType::kInit, MsgType::kPush, MsgType::kPushPull};
+    h.type = static_cast<uint16_t>(kValues[r.Int(0, 2)]);
+    if (r.Chance(80)) h.dtype = r.Int(0, 4);
+  }
   if (g_flood && r.Chance(85)) {  // worker 0 of the job, about its keys (int 0..3, f32 (4,))
     static const MsgType kToServer[] = {MsgType::kInit, MsgType::kPush, MsgType::kPull, MsgType::kPushPull,
                                         MsgType::kCommand, MsgType::kSetOptimizer,
@@ -190,8 +200,35 @@ std::string Generate(uint64_t seed, uint64_t index) {
   } else if (!data && r.Chance(20)) {
     payload = RandomBytes(r, static_cast<size_t>(r.Int(1, 64)));
   }
+  // Shared memory (wire.h kFlagShm): the payload frame becomes a delta to the descriptor of
+  // the payload the target puts into the ring (wire_target.h); payload_len stays.
+  uint64_t payload_len = payload.size();
+  uint8_t mode = router ? kvstore::fuzz::kModeRouter : 0;
+  if (shm) {
+    mode |= kvstore::fuzz::kModeShm;
+    if (r.Chance(8)) mode |= kvstore::fuzz::kModeShmUnknownPeer;
+    if (!payload.empty() && r.Chance(75)) {
+      h.flags |= kvstore::dist::kFlagShm;
+      uint64_t delta[3] = {0, 0, 0};  // offset, len, end (kvstore::dist::ShmDesc)
+      if (r.Chance(45)) {
+        // A forged ring position (end) turns the writer's ring off, which the target then
+        // replaces: rarer, so that most segments live long enough to wrap.
+        const int field = r.Chance(85) ? r.Int(0, 1) : 2;
+        switch (r.Int(0, 3)) {
+          case 0: delta[field] = static_cast<uint64_t>(r.Int(-64, 64)); break;
+          case 1: delta[field] = kvstore::fuzz::kShmRingBytes * static_cast<uint64_t>(r.Int(1, 3)); break;
+          case 2: delta[field] = static_cast<uint64_t>(-static_cast<int64_t>(payload_len)); break;
+          default: delta[field] = static_cast<uint64_t>(Boundary(r)); break;
+        }
+      }
+      payload.assign(reinterpret_cast<const char*>(delta), sizeof(delta));
+      if (r.Chance(5)) payload.resize(r.Chance(50) ? sizeof(delta) - 1 : sizeof(delta) + 1);
+    } else if (payload.empty() && r.Chance(10)) {
+      h.flags |= kvstore::dist::kFlagShm;  // a descriptor of nothing
+    }
+  }
   h.str_len = static_cast<uint32_t>(str.size());
-  h.payload_len = payload.size();
+  h.payload_len = payload_len;
   h.num_frames = 1 + (str.empty() ? 0 : 1) + (payload.empty() ? 0 : 1);
   // Header mutations.
   for (int k = r.Chance(g_flood ? 60 : 30) ? 0 : r.Int(1, 3); k > 0; --k) {
@@ -201,7 +238,7 @@ std::string Generate(uint64_t seed, uint64_t index) {
       case 1: h.version = static_cast<uint16_t>(r.Int(0, 3)); break;
       case 2: h.type = static_cast<uint16_t>(r.Chance(50) ? r.Int(0, 40) : static_cast<int>(b)); break;
       case 3: h.sender_role = static_cast<int32_t>(r.Chance(50) ? r.Int(-2, 4) : b); break;
-      case 4: h.flags = static_cast<uint32_t>(r.Chance(50) ? r.Int(0, 16) : b); break;
+      case 4: h.flags = static_cast<uint32_t>(r.Chance(50) ? r.Int(0, 16) : r.Chance(50) ? h.flags ^ kvstore::dist::kFlagShm : b); break;
       case 5: h.key = b; break;
       case 6: h.offset = b; break;
       case 7: h.total = b; break;
@@ -228,7 +265,7 @@ std::string Generate(uint64_t seed, uint64_t index) {
       default: frames.push_back(RandomBytes(r, static_cast<size_t>(r.Int(0, 16)))); break;
     }
   }
-  return kvstore::fuzz::EncodeWireInput(router, frames);
+  return kvstore::fuzz::EncodeWireInput(mode, frames);
 }
 
 uint64_t g_seed = 0, g_index = 0;
@@ -428,9 +465,12 @@ int main(int argc, char** argv) {
   }
   const kvstore::fuzz::WireStats& st = kvstore::fuzz::GetWireStats();
   std::printf("fuzz_wire: seed %llu: %llu messages (%llu frames; %llu accepted and re-sent), %llu node tables "
-              "and %llu specs accepted, in %.1f s; 0 violations\n",
+              "and %llu specs accepted; %llu shared-memory descriptors (%llu accepted, %llu segments), in %.1f s; "
+              "0 violations\n",
               static_cast<unsigned long long>(seed), static_cast<unsigned long long>(st.messages),
               static_cast<unsigned long long>(st.frames), static_cast<unsigned long long>(st.accepted),
-              static_cast<unsigned long long>(st.tables), static_cast<unsigned long long>(st.specs), Now() - start);
+              static_cast<unsigned long long>(st.tables), static_cast<unsigned long long>(st.specs),
+              static_cast<unsigned long long>(st.shm_messages), static_cast<unsigned long long>(st.shm_accepted),
+              static_cast<unsigned long long>(st.shm_segments), Now() - start);
   return 0;
 }

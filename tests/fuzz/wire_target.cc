@@ -17,6 +17,12 @@
 //    carries its sender's routing id; sent again with SendMessage it decodes to the same
 //    header, string and payload;
 //  - a message it refuses comes with a reason;
+//  - shared memory (mode bit 1, wire.h kFlagShm, shm.h): an accepted message never carries
+//    kFlagShm (RecvMessage replaces the descriptor by the bytes); a message whose descriptor
+//    describes its payload exactly is never refused for its descriptor, and when accepted
+//    carries the bytes that were put into the ring; a descriptor from a sender without a
+//    segment (mode bit 2) is always refused; an accepted message with a payload of at least
+//    kShmMinBytes sent again through the segment decodes to the same message;
 //  - ParsePorts accepts 1 to 64 ports in 1..65535 that survive FormatPorts, and leaves its
 //    output alone otherwise; ParseTable accepts only tables that list every server rank once
 //    with valid ports and survive FormatTable, and otherwise throws PROTOCOL leaving its
@@ -40,6 +46,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "ps/node_table.h"
+#include "ps/shm.h"
 #include "ps/wire.h"
 #include "optimizer/spec.h"
 
@@ -90,6 +97,86 @@ Sockets& Socks() {
   return *s;
 }
 
+// Shared memory between the two ends of each socket pair, as two accepted SHM_OFFERs would
+// leave it: segment `a` for messages to the PAIR receiver (its server-side link writes
+// ring 1, its worker-side link reads it), segment `b` for messages to the ROUTER (the
+// dealer's worker-side link writes ring 0, the router's server-side link reads it). The
+// ShmPeers are what SendMessage and RecvMessage are given on each end.
+struct Segments {
+  dist::ShmPeers pair_tx, pair_rx, dealer, router;
+  dist::ShmPeers none;  // a receiver without a segment
+  bool ok = false;
+
+  Segments() { Make(); }
+  // (Re)makes both segments, e.g. after a forged descriptor turned a ring off or refused
+  // messages left one full.
+  void Make() {
+    pair_tx = dist::ShmPeers();
+    pair_rx = dist::ShmPeers();
+    dealer = dist::ShmPeers();
+    router = dist::ShmPeers();
+    std::string why;
+    std::unique_ptr<dist::ShmLink> wa = dist::ShmLink::Create(kShmRingBytes, &why);
+    std::unique_ptr<dist::ShmLink> wb = dist::ShmLink::Create(kShmRingBytes, &why);
+    if (!wa || !wb) Broken("no shared-memory segment: %s", why.c_str());
+    std::unique_ptr<dist::ShmLink> sa = dist::ShmLink::Accept(wa->offer(), &why);
+    std::unique_ptr<dist::ShmLink> sb = dist::ShmLink::Accept(wb->offer(), &why);
+    if (!sa || !sb) Broken("a segment offered by this process was not accepted: %s", why.c_str());
+    wa->Answered(true);
+    wb->Answered(true);
+    pair_tx.Add("", 0, std::move(sa));
+    pair_rx.Add("", 0, std::move(wa));
+    dealer.Add("", 0, std::move(wb));
+    router.Add("fuzz-peer", 0, std::move(sb));
+    ++g_stats.shm_segments;
+    ok = true;
+  }
+  dist::ShmLink* Writer(bool to_router) { return (to_router ? dealer : pair_tx).Find(""); }
+  dist::ShmLink* Reader(bool to_router) { return to_router ? router.Find("fuzz-peer") : pair_rx.Find(""); }
+};
+
+Segments& Shm() {
+  static Segments* s = new Segments;  // never destroyed, as Socks()
+  return *s;
+}
+
+// The bytes the target puts into a ring for a payload of n bytes.
+std::string ShmPattern(uint64_t n) {
+  std::string b(static_cast<size_t>(n), '\0');
+  for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<char>((i * 31 + n) & 0xff);
+  return b;
+}
+
+// Mode bit 1: puts the payload a kFlagShm header names into the sender's ring and turns the
+// payload frame (a delta, see wire_target.h) into the descriptor. Returns the bytes put, or
+// "" when the message is not such a one; *exact tells whether the delta was zero, *sent is
+// the descriptor sent.
+std::string PutShmPayload(bool router, std::vector<std::string>* frames, bool* exact, dist::ShmDesc* sent) {
+  *exact = false;
+  if (frames->empty() || (*frames)[0].size() != sizeof(WireHeader)) return std::string();
+  WireHeader h;
+  std::memcpy(&h, (*frames)[0].data(), sizeof(h));
+  if ((h.flags & dist::kFlagShm) == 0 || h.payload_len == 0 || h.payload_len > kShmRingBytes) return std::string();
+  const size_t at = 1 + (h.str_len > 0 ? 1 : 0);
+  if (at >= frames->size() || (*frames)[at].size() != sizeof(dist::ShmDesc)) return std::string();
+  Segments& seg = Shm();
+  const std::string bytes = ShmPattern(h.payload_len);
+  dist::ShmDesc d;
+  if (!seg.Writer(router)->Put(bytes.data(), bytes.size(), &d)) {
+    seg.Make();  // full (refused payloads are never consumed) or turned off by a forged end
+    if (!seg.Writer(router)->Put(bytes.data(), bytes.size(), &d)) Broken("a fresh ring refused %zu bytes", bytes.size());
+  }
+  dist::ShmDesc delta;
+  std::memcpy(&delta, (*frames)[at].data(), sizeof(delta));
+  *exact = delta.offset == 0 && delta.len == 0 && delta.end == 0;
+  d.offset += delta.offset;
+  d.len += delta.len;
+  d.end += delta.end;
+  (*frames)[at].assign(reinterpret_cast<const char*>(&d), sizeof(d));
+  *sent = d;
+  return bytes;
+}
+
 void SendFrames(zmq::socket_t& s, const std::vector<std::string>& frames) {
   for (size_t i = 0; i < frames.size(); ++i) {
     s.send(zmq::buffer(frames[i]), i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
@@ -123,6 +210,7 @@ void CheckAccepted(const Message& m, size_t frames_after_header, bool router) {
   }
   if (h.sender_role < 0 || h.sender_role > 2) Broken("accepted sender role %d", h.sender_role);
   if ((h.flags & ~dist::kFlagKnownFlags) != 0) Broken("accepted flags %08x", h.flags);
+  if ((h.flags & dist::kFlagShm) != 0) Broken("an accepted message still carries the shared-memory flag");
   if (h.num_frames != frames_after_header + 1) Broken("accepted num_frames %u with %zu frames", h.num_frames, frames_after_header + 1);
   if (m.str.size() != h.str_len || h.str_len > dist::kMaxStringFrame) Broken("accepted a string of %zu bytes, header says %u", m.str.size(), h.str_len);
   if (m.payload.size() != h.payload_len) Broken("accepted a payload of %zu bytes, header says %llu", m.payload.size(), static_cast<unsigned long long>(h.payload_len));
@@ -202,22 +290,26 @@ void CheckAccepted(const Message& m, size_t frames_after_header, bool router) {
 
 // Sends the accepted message again through the library's encoder; it must decode to the
 // same header, string and payload.
-void CheckRoundTrip(const Message& m, bool router) {
+// In shared-memory mode a payload of at least kShmMinBytes goes through the ring (when it
+// has room) and comes back through it.
+void CheckRoundTrip(const Message& m, bool router, bool shm) {
   Sockets& s = Socks();
   zmq::socket_t& tx = router ? s.dealer : s.pair_tx;
   zmq::socket_t& rx = router ? s.router : s.pair_rx;
+  dist::ShmPeers* tx_shm = shm ? (router ? &Shm().dealer : &Shm().pair_tx) : nullptr;
+  dist::ShmPeers* rx_shm = shm ? (router ? &Shm().router : &Shm().pair_rx) : nullptr;
   dist::OutPayload p;
   if (m.payload.size() > 0) {
     p.buf = std::make_shared<dist::SharedBuf>();
     p.buf->msg.rebuild(m.payload.data(), m.payload.size());
     p.nbytes = m.payload.size();
   }
-  if (!dist::SendMessage(tx, nullptr, m.h, m.str, p)) Broken("SendMessage of an accepted message failed");
+  if (!dist::SendMessage(tx, nullptr, m.h, m.str, p, tx_shm)) Broken("SendMessage of an accepted message failed");
   WaitReadable(rx);
   Message back;
   bool ok = false;
   std::string why;
-  if (!dist::RecvMessage(rx, router, &back, &ok, &why) || !ok) Broken("a re-sent message was refused: %s", why.c_str());
+  if (!dist::RecvMessage(rx, router, &back, &ok, &why, rx_shm) || !ok) Broken("a re-sent message was refused: %s", why.c_str());
   CheckDrained(rx);
   if (std::memcmp(&back.h, &m.h, sizeof(WireHeader)) != 0) Broken("the header changed in a round trip");
   if (back.str != m.str) Broken("the string frame changed in a round trip");
@@ -303,8 +395,8 @@ void CheckSpec(const std::string& text) {
 
 }  // namespace
 
-std::string EncodeWireInput(bool router, const std::vector<std::string>& frames) {
-  std::string in(1, static_cast<char>(router ? 1 : 0));
+std::string EncodeWireInput(uint8_t mode, const std::vector<std::string>& frames) {
+  std::string in(1, static_cast<char>(mode));
   for (const std::string& f : frames) {
     const size_t n = std::min<size_t>(f.size(), 0xffff);
     in.push_back(static_cast<char>(n & 0xff));
@@ -318,7 +410,9 @@ const WireStats& GetWireStats() { return g_stats; }
 
 void RunWireInput(const uint8_t* data, size_t size) {
   if (size == 0) return;
-  const bool router = (data[0] & 1) != 0;
+  const bool router = (data[0] & kModeRouter) != 0;
+  const bool shm = (data[0] & kModeShm) != 0;
+  const bool unknown_peer = shm && (data[0] & kModeShmUnknownPeer) != 0;
   std::vector<std::string> frames;
   size_t pos = 1;
   while (pos < size && frames.size() < kMaxFrames) {
@@ -333,20 +427,41 @@ void RunWireInput(const uint8_t* data, size_t size) {
   Sockets& s = Socks();
   zmq::socket_t& tx = router ? s.dealer : s.pair_tx;
   zmq::socket_t& rx = router ? s.router : s.pair_rx;
+  bool exact = false;
+  dist::ShmDesc sent{};
+  const std::string put = shm ? PutShmPayload(router, &frames, &exact, &sent) : std::string();
+  dist::ShmPeers* rx_shm = !shm ? nullptr : unknown_peer ? &Shm().none : router ? &Shm().router : &Shm().pair_rx;
   SendFrames(tx, frames);
   WaitReadable(rx);
   Message m;
   bool ok = false;
   std::string why;
-  if (!dist::RecvMessage(rx, router, &m, &ok, &why)) Broken("RecvMessage found no message although one arrived");
+  if (!dist::RecvMessage(rx, router, &m, &ok, &why, rx_shm)) Broken("RecvMessage found no message although one arrived");
   CheckDrained(rx);
+  if (!put.empty()) {
+    ++g_stats.shm_messages;
+    if (ok) ++g_stats.shm_accepted;
+    if (unknown_peer && ok) Broken("accepted a shared-memory payload from a sender without a segment");
+    if (ok && (sent.len != put.size() || sent.offset > kShmRingBytes || sent.len > kShmRingBytes - sent.offset)) {
+      Broken("accepted a descriptor of %llu bytes at %llu (header: %zu bytes, ring: %zu)",
+             static_cast<unsigned long long>(sent.len), static_cast<unsigned long long>(sent.offset), put.size(),
+             kShmRingBytes);
+    }
+    if (exact && !unknown_peer && !ok &&
+        (why.find("descriptor") != std::string::npos || why.find("segment") != std::string::npos)) {
+      Broken("refused an exact shared-memory descriptor: %s", why.c_str());
+    }
+    if (exact && ok && (m.payload.size() != put.size() || std::memcmp(m.payload.data(), put.data(), put.size()) != 0)) {
+      Broken("a shared-memory payload of %zu bytes arrived changed", put.size());
+    }
+  }
   ++g_stats.messages;
   g_stats.frames += frames.size();
   if (ok) {
     ++g_stats.accepted;
     if (!why.empty()) Broken("an accepted message came with a reason: %s", why.c_str());
     CheckAccepted(m, frames.size() - 1, router);
-    CheckRoundTrip(m, router);
+    CheckRoundTrip(m, router, shm && !unknown_peer);
   } else if (why.empty()) {
     Broken("a refused message came without a reason");
   }
