@@ -53,7 +53,8 @@
 // and the wait for both, repeated max(1, 20000 / K) times, from a barrier of all workers;
 // each worker times its own calls, worker 0 prints. Microseconds per key (median over the
 // repetitions) and the ratio to the first K (a flat per-key cost gives 1.0), in wall time
-// and in CPU time of worker 0's process (steadier on a shared machine); the values
+// and in CPU time of worker 0's process (steadier on a shared machine), with its minor page faults per
+// key (the memory the kernel had to map and zero during the calls); the values
 // pulled last are checked (K keys of W pushes of 1.0 each, summed: W).
 #include <signal.h>
 #include <spawn.h>
@@ -370,6 +371,14 @@ double ProcessCpuSeconds() {
   return u.ru_utime.tv_sec + u.ru_stime.tv_sec + 1e-6 * (u.ru_utime.tv_usec + u.ru_stime.tv_usec);
 }
 
+// Minor page faults of this process so far (pages the kernel had to map, and zero, on first
+// touch).
+double ProcessMinorFaults() {
+  struct rusage u;
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_minflt);
+}
+
 std::vector<int> ParseCounts(const std::string& s) {
   std::vector<int> out;
   size_t p = 0;
@@ -394,6 +403,7 @@ void KeyCountTable(KVStoreHandle kv, int rank, int workers, const std::vector<in
     double init_s = 0;
     std::vector<double> per_key;  // seconds, one per repetition
     std::vector<double> cpu_key;  // this process's CPU seconds (all its threads), likewise
+    std::vector<double> faults_key;  // this process's minor page faults, likewise
   };
   std::vector<Set> sets(counts.size());
   int next_key = 1 << 24;  // clear of the size table's keys and the sinks' ports key
@@ -427,8 +437,9 @@ void KeyCountTable(KVStoreHandle kv, int rank, int workers, const std::vector<in
     for (size_t j = 0; j < sets.size(); ++j) {
       Set& s = sets[rep % 2 == 0 ? j : sets.size() - 1 - j];
       REQUIRE_OK(KVStoreBarrier(kv));
-      const double c0 = ProcessCpuSeconds(), t0 = Now();
+      const double f0 = ProcessMinorFaults(), c0 = ProcessCpuSeconds(), t0 = Now();
       run(s);
+      s.faults_key.push_back((ProcessMinorFaults() - f0) / s.iters / s.k);
       s.per_key.push_back((Now() - t0) / s.iters / s.k);
       s.cpu_key.push_back((ProcessCpuSeconds() - c0) / s.iters / s.k);
     }
@@ -450,18 +461,20 @@ void KeyCountTable(KVStoreHandle kv, int rank, int workers, const std::vector<in
     std::printf("dist_bench --keys: %d worker(s), push+pull of K keys of %lld float32 in one call "
                 "each, %d repetitions (worker 0's times)\n",
                 workers, static_cast<long long>(floats), reps);
-    std::printf("%-8s %7s %10s %8s %10s %8s %12s %8s\n", "K", "iters", "us/key", "ratio",
-                "cpu us/key", "ratio", "init us/key", "ratio");
+    std::printf("%-8s %7s %10s %8s %10s %8s %12s %8s %11s\n", "K", "iters", "us/key", "ratio",
+                "cpu us/key", "ratio", "init us/key", "ratio", "faults/key");
     const double per0 = Median(sets[0].per_key), cpu0 = Median(sets[0].cpu_key),
                  init0 = sets[0].init_s / sets[0].k;
     for (Set& s : sets) {
       const double per = Median(s.per_key), cpu = Median(s.cpu_key), init = s.init_s / s.k;
-      std::printf("%-8d %7d %10.3f %8.2f %10.3f %8.2f %12.3f %8.2f\n", s.k, s.iters, per * 1e6,
-                  per / per0, cpu * 1e6, cpu / cpu0, init * 1e6, init / init0);
+      std::printf("%-8d %7d %10.3f %8.2f %10.3f %8.2f %12.3f %8.2f %11.4f\n", s.k, s.iters, per * 1e6,
+                  per / per0, cpu * 1e6, cpu / cpu0, init * 1e6, init / init0, Median(s.faults_key));
     }
     std::printf("us/key: wall time of worker 0's calls per key; cpu us/key: CPU time of worker "
                 "0's process (application, I/O and ZeroMQ threads) per key, which load from "
-                "other processes does not inflate; the servers' CPU time is not included\n");
+                "other processes does not inflate; the servers' CPU time is not included; "
+                "faults/key: worker 0's minor page faults per key (memory the kernel maps and "
+                "zeroes on first touch)\n");
     std::fflush(stdout);
   }
   for (Set& s : sets) {
