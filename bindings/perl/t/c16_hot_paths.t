@@ -33,6 +33,30 @@ $kv->init([1, 2, 3], [map { mx->nd->zeros([4]) } 1 .. 3]);
     'a library error from a hot path');
 }
 
+{
+  # int keys (integers or canonical strings) with plain NDArrays go through the one XS call
+  # kvperl_hot_call: neither the generated calls nor the Perl checks are reached.
+  no warnings 'redefine';
+  local *KVStore::Store::_pairs = sub { die "general path taken\n" };
+  local *KVStore::Store::_hot_keys = sub { die "Perl hot path taken\n" };
+  local *KVStore::Raw::KVStorePush = sub { die "generated KVStorePush called\n" };
+  local *KVStore::Raw::KVStorePull = sub { die "generated KVStorePull called\n" };
+  my $o = mx->nd->zeros([4]);
+  $kv->push(1, mx->nd->full([4], 3));
+  $kv->pull('1', out => $o);
+  is_deeply(vals($o), filled(3, 4), 'XS: one key, an integer and a canonical string');
+  my @o = map { mx->nd->zeros([4]) } 1 .. 3;
+  $kv->push([2, '3', 1], [map { mx->nd->full([4], $_) } 10, 11, 12]);
+  $kv->pull([1, 2, '3'], out => \@o);
+  is_deeply([map { vals($_)->[0] } @o], [12, 10, 11], 'XS: a list of keys');
+  throws_ok(sub { $kv->push([1, 9], [$o, $o]) }, 'KVStore::Error::UnknownKey', [qr/9/],
+    'XS: a library error');
+}
+throws_ok(sub { $kv->push('-0', mx->nd->ones([4])) }, 'KVStore::Error::KeyKindMismatch',
+  [qr/-0/], "'-0' is a string key");
+throws_ok(sub { $kv->push([1, 1.5], [mx->nd->ones([4]), mx->nd->ones([4])]) },
+  'KVStore::Error::KeyKindMismatch', [qr/1\.5/], '1.5 is a string key');
+
 # Shapes the hot paths refuse: the general path's errors, unchanged.
 my $a = mx->nd->ones([4]);
 throws_ok(sub { $kv->push('03', $a) }, 'KVStore::Error::KeyKindMismatch', [qr/03/],

@@ -39,6 +39,136 @@ static void kvperl_swig_wrap_array(pTHX_ SV* sv, void* ptr) {
 %}
 
 /* ---------------------------------------------------------------------------------------- */
+/* The hot data calls: one XS function for KVStore::Store's push and pull                    */
+/* ---------------------------------------------------------------------------------------- */
+
+/* kvperl_hot_call(op, store, key, values, priority), op 0 push / 1 pull: KVStorePush or
+ * KVStorePull of an int key with one KVStore::NDArray, or of an array ref of int keys with an
+ * array ref of as many, reading the keys and the NDArrays' handles straight from the Perl
+ * values. The generated KVStorePush takes array refs of keys and of SWIG handles, which the Perl
+ * layer had to build and check first (a join and a regex over the keys, a map over the
+ * values), and mallocs a table for each. Returns the call's status, or undef without calling
+ * the library when an argument is not of the accepted kinds; the Perl layer then takes its
+ * other paths, which accept or refuse it as before. Accepted, as KVStore::Store's _hot_keys and
+ * _hot_handles accept them: a key that is a plain integer (IV) within C int, or a string that
+ * is a canonical integer of at most 9 digits; a value whose class is exactly KVStore::NDArray
+ * and whose handle is defined; lists that are plain array refs, non-empty, of equal length. */
+%{
+#define KVPERL_HOT_STACK 256
+
+/* A key _hot_keys would accept, as a C int; 0 otherwise. */
+static int kvperl_hot_key(pTHX_ SV* sv, int* out) {
+  if (sv == NULL || SvGMAGICAL(sv) || SvROK(sv)) return 0;
+  if (SvPOK(sv)) {
+    STRLEN len;
+    const char* s = SvPV_nomg(sv, len);
+    STRLEN i = (len > 0 && s[0] == '-') ? 1 : 0;
+    if (len == i || len - i > 9) return 0;
+    if (s[i] == '0') {
+      if (len != 1) return 0; /* "0" only: "00", "-0", "03" are strings */
+      *out = 0;
+      return 1;
+    }
+    long v = 0;
+    for (STRLEN j = i; j < len; ++j) {
+      if (s[j] < '0' || s[j] > '9') return 0;
+      v = v * 10 + (s[j] - '0');
+    }
+    *out = (int)(i ? -v : v);
+    return 1;
+  }
+  if (!SvIOK(sv) || SvNOK(sv) || SvIsUV(sv)) return 0;
+  IV v = SvIVX(sv);
+  if (v < INT_MIN || v > INT_MAX) return 0;
+  *out = (int)v;
+  return 1;
+}
+
+/* The handle of a value _hot_handles would accept (ref eq 'KVStore::NDArray', handle
+ * defined); 0 otherwise. */
+static int kvperl_hot_array(pTHX_ SV* sv, KVArrayHandle* out) {
+  if (sv == NULL || SvGMAGICAL(sv) || !sv_isobject(sv)) return 0;
+  SV* obj = SvRV(sv);
+  if (SvTYPE(obj) != SVt_PVHV || SvRMAGICAL(obj)) return 0;
+  const char* cls = HvNAME(SvSTASH(obj));
+  if (cls == NULL || strcmp(cls, "KVStore::NDArray") != 0) return 0;
+  SV** h = hv_fetchs((HV*)obj, "handle", 0);
+  if (h == NULL || !SvOK(*h)) return 0;
+  void* p = NULL;
+  if (!SWIG_IsOK(SWIG_ConvertPtr(*h, &p, SWIGTYPE_p_KVArray_, 0)) || p == NULL) return 0;
+  *out = (KVArrayHandle)p;
+  return 1;
+}
+
+/* A plain (unblessed, untied) array ref's AV, or NULL. */
+static AV* kvperl_hot_list(pTHX_ SV* sv) {
+  if (sv == NULL || SvGMAGICAL(sv) || !SvROK(sv)) return NULL;
+  SV* av = SvRV(sv);
+  if (SvTYPE(av) != SVt_PVAV || SvOBJECT(av) || SvRMAGICAL(av)) return NULL;
+  return (AV*)av;
+}
+
+XS(kvperl_hot_call_xs) {
+  dXSARGS;
+  if (items != 5) croak("Usage: kvperl_hot_call(op, store, key, values, priority)");
+  const int push = SvIV(ST(0)) == 0;
+  void* store = NULL;
+  int key1 = 0;
+  KVArrayHandle val1 = NULL;
+  int kbuf[KVPERL_HOT_STACK];
+  KVArrayHandle vbuf[KVPERL_HOT_STACK];
+  int* keys = &key1;
+  KVArrayHandle* vals = &val1;
+  SSize_t n = 1;
+  int rc;
+  if (!SWIG_IsOK(SWIG_ConvertPtr(ST(1), &store, SWIGTYPE_p_KVStore_, 0)) || store == NULL ||
+      !SvIOK(ST(4)) || SvIsUV(ST(4)) || SvIVX(ST(4)) < INT_MIN || SvIVX(ST(4)) > INT_MAX)
+    XSRETURN_UNDEF;
+  if (!SvROK(ST(2))) {
+    if (!kvperl_hot_key(aTHX_ ST(2), &key1) || !kvperl_hot_array(aTHX_ ST(3), &val1))
+      XSRETURN_UNDEF;
+  } else {
+    AV* kav = kvperl_hot_list(aTHX_ ST(2));
+    AV* vav = kvperl_hot_list(aTHX_ ST(3));
+    if (kav == NULL || vav == NULL) XSRETURN_UNDEF;
+    n = av_top_index(kav) + 1;
+    if (n < 1 || n > INT_MAX || av_top_index(vav) + 1 != n) XSRETURN_UNDEF;
+    if (n <= KVPERL_HOT_STACK) {
+      keys = kbuf;
+      vals = vbuf;
+    } else {
+      keys = (int*)malloc(sizeof(int) * (size_t)n);
+      vals = (KVArrayHandle*)malloc(sizeof(KVArrayHandle) * (size_t)n);
+      if (keys == NULL || vals == NULL) {
+        free(keys);
+        free(vals);
+        XSRETURN_UNDEF;
+      }
+    }
+    SV** ke = AvARRAY(kav);
+    SV** ve = AvARRAY(vav);
+    for (SSize_t i = 0; i < n; ++i) {
+      if (!kvperl_hot_key(aTHX_ ke[i], &keys[i]) || !kvperl_hot_array(aTHX_ ve[i], &vals[i])) {
+        if (keys != kbuf) {
+          free(keys);
+          free(vals);
+        }
+        XSRETURN_UNDEF;
+      }
+    }
+  }
+  rc = push ? KVStorePush((KVStoreHandle)store, (int)n, keys, vals, (int)SvIVX(ST(4)))
+            : KVStorePull((KVStoreHandle)store, (int)n, keys, vals, (int)SvIVX(ST(4)));
+  if (keys != kbuf && keys != &key1) {
+    free(keys);
+    free(vals);
+  }
+  XSRETURN_IV(rc);
+}
+%}
+%native(kvperl_hot_call) void kvperl_hot_call_xs();
+
+/* ---------------------------------------------------------------------------------------- */
 /* Out-parameters: not passed from Perl, returned after the status                           */
 /* ---------------------------------------------------------------------------------------- */
 

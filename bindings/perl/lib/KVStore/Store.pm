@@ -256,6 +256,18 @@ sub init {
 
 sub push {
   my ($self, $key, $value, @opt) = @_;
+  # One int key and one NDArray, or lists of them: checked and called in one XS function
+  # (kvperl_hot_call, undef when it does not take the arguments); then as below.
+  if (!@opt) {
+    local $KVStore::Raw::CALLBACK_ERROR;
+    my $foreign = KVStore::Raw::kvperl_foreign_callback_count();
+    my $rc = KVStore::Raw::kvperl_hot_call(0, $self->{handle} // $self->_handle, $key, $value,
+                                           0);
+    if (defined $rc) {
+      _call_failed($rc, $foreign) if $rc;
+      return $self;
+    }
+  }
   # One int key and one NDArray: _hot_keys, _hot_handles and _call inlined.
   if (!@opt && !ref $key && defined $key && $key =~ /\A(?:0|-?[1-9][0-9]*)\z/
       && $key >= -2147483648 && $key <= 2147483647 && ref $value eq 'KVStore::NDArray'
@@ -281,6 +293,16 @@ sub push {
 
 sub pull {
   my ($self, $key, @opt) = @_;
+  if (@opt == 2 && $opt[0] eq 'out') {  # as in push
+    local $KVStore::Raw::CALLBACK_ERROR;
+    my $foreign = KVStore::Raw::kvperl_foreign_callback_count();
+    my $rc = KVStore::Raw::kvperl_hot_call(1, $self->{handle} // $self->_handle, $key, $opt[1],
+                                           0);
+    if (defined $rc) {
+      _call_failed($rc, $foreign) if $rc;
+      return $self;
+    }
+  }
   # One int key and one NDArray: as in push.
   if (@opt == 2 && $opt[0] eq 'out' && !ref $key && defined $key
       && $key =~ /\A(?:0|-?[1-9][0-9]*)\z/ && $key >= -2147483648 && $key <= 2147483647
