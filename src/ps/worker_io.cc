@@ -161,7 +161,7 @@ std::string WorkerIo::DeadNodes() {
 // The I/O thread
 // ---------------------------------------------------------------------------------------
 
-// One turn sends at most kSendSlice requests and reads at most kRecvSlice replies per
+// One turn sends at most kSendSlice held and kSendSlice queued requests and reads at most kRecvSlice replies per
 // server, then sends a heartbeat if one is due and reads the scheduler: a call of 100,000
 // keys is sent and answered over many turns, and the node's liveness never waits for more
 // than one slice of data work. While requests may still leave, the turn's poll does not wait.
@@ -191,8 +191,8 @@ void WorkerIo::Loop() {
       if (read(wake_fd_, &v, sizeof(v)) < 0) {
       }
     }
-    SendHeld();
-    more = SendQueued();
+    more = SendHeld();
+    more = SendQueued() || more;
     link_.HeartbeatIfDue(NowSec());
     // Only sockets that zmq_poll found readable are read: an empty non-blocking receive
     // costs a poll of ZeroMQ's command mailbox (a system call), per socket and per loop.
@@ -212,7 +212,7 @@ void WorkerIo::Loop() {
         HandleReply(s, m);
       }
     }
-    SendHeld();  // replies mean the servers read their requests
+    more = SendHeld() || more;  // replies mean the servers read their requests
     more = SendQueued() || more;  // replies may have opened the send window
     const double now = NowSec();
     link_.HeartbeatIfDue(now);
@@ -294,19 +294,11 @@ bool WorkerIo::MustHold(const OutMsg& m) {
   return link != nullptr && link->MustWait(m.payload.nbytes);
 }
 
-void WorkerIo::SendHeld() {
-  for (auto& q : held_) {
-    while (!q.empty()) {
-      Held& f = q.front();
-      if (outstanding_.count(f.id) == 0) {  // completed meanwhile (timeout, dead server)
-        q.pop_front();
-        continue;
-      }
-      if (MustHold(f.m)) break;
-      Transmit(f.m, f.id);
-      q.pop_front();
-    }
-  }
+bool WorkerIo::SendHeld() {
+  return SendHeldSlice(
+      held_, &held_start_, kSendSlice,
+      [this](const Held& f) { return outstanding_.count(f.id) == 0; },  // timed out, dead server
+      [this](const Held& f) { return MustHold(f.m); }, [this](Held& f) { Transmit(f.m, f.id); });
 }
 
 // Sends a request that is outstanding under `id`; a send that fails completes it.

@@ -119,8 +119,10 @@ class WorkerIo {
     OutMsg m;
   };
   std::vector<std::deque<Held>> held_;
+  size_t held_start_ = 0;  // the server whose held requests go first next turn
   bool MustHold(const OutMsg& m);
-  void SendHeld();
+  // Sends up to kSendSlice held requests; true when it stopped at the slice.
+  bool SendHeld();
   bool Transmit(OutMsg& m, uint64_t id);
   int wake_fd_ = -1;
   std::atomic<bool> stop_{false};
@@ -161,6 +163,41 @@ class WorkerIo {
                    PoolAllocator<std::pair<const uint64_t, Outstanding>>(&outstanding_pool_)};
   std::vector<std::pair<OutMsg, SendQueue<OutMsg>::Ticket>> popped_;  // SendQueued's slice
 };
+
+// What one turn of the I/O loop sends of the requests held back per server (WorkerIo's
+// held_; a template over the queue's item and the loop's checks, for its unit test).
+// Queues are visited from *start on. In each, fronts that `completed(item)` says were
+// completed meanwhile are dropped; fronts leave by `send(item)`, in order, until
+// `must_hold(item)` says the server's ring has no room for the next, and at most `budget`
+// leave in all: a long burst (a ring that came free under thousands of held requests) is
+// sent over several turns, with the turn's heartbeat and replies in between. Returns true
+// when it stopped at the budget, with *start at the next queue (each turn a different server
+// goes first: one server's burst does not starve the others).
+template <typename Item, typename Completed, typename MustHoldFn, typename Send>
+bool SendHeldSlice(std::vector<std::deque<Item>>& held, size_t* start, int budget, Completed&& completed,
+                   MustHoldFn&& must_hold, Send&& send) {
+  const size_t n = held.size();
+  int sent = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const size_t s = (*start + i) % n;
+    std::deque<Item>& q = held[s];
+    while (!q.empty()) {
+      if (completed(q.front())) {
+        q.pop_front();
+        continue;
+      }
+      if (must_hold(q.front())) break;
+      if (sent == budget) {
+        *start = (s + 1) % n;
+        return true;
+      }
+      send(q.front());
+      q.pop_front();
+      ++sent;
+    }
+  }
+  return false;
+}
 
 // The requests of one call's operations on their way to the send queue, queued every kOps
 // operations: a call of many keys takes the queue's lock and wakes the I/O thread once per

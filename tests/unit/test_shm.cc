@@ -6,21 +6,24 @@
 // length other than the header's, are refused by Take and by RecvMessage; a consumed
 // position beyond the written one turns the producer's ring off; an empty ring starts again
 // at its beginning (its pages stay the ones touched before); nothing is left in
-// /dev/shm.
+// /dev/shm. The worker's held requests (SendHeldSlice) leave at most a slice per turn.
 #include <dirent.h>
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <zmq.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "ps/shm.h"
 #include "ps/wire.h"
+#include "ps/worker_io.h"
 #include "../common/check.h"
 
 using kvstore::dist::kFlagShm;
@@ -320,6 +323,68 @@ void TestWire() {
   CHECK(kvstore::dist::ValidateHeader(h, 0, 0, 0).find("shared-memory") != std::string::npos);
 }
 
+// The worker's held requests (worker_io.h SendHeldSlice): a ring that came free under
+// thousands of held requests sends them a slice per turn of the I/O loop, never all in one
+// (the loop's heartbeat waits for the turn), and reports that more may leave; servers take
+// turns going first; completed requests are dropped unsent; a server whose ring has no room
+// keeps its requests, in order, while the others' leave.
+void TestHeldSlices() {
+  struct Item {
+    int server;
+    int seq;
+    bool completed;
+  };
+  constexpr int kBudget = 1024, kPerServer = 3000;
+  std::vector<std::deque<Item>> held(3);
+  for (int s = 0; s < 3; ++s) {
+    for (int i = 0; i < kPerServer; ++i) held[static_cast<size_t>(s)].push_back(Item{s, i, i % 10 == 9});
+  }
+  int room2 = 0;  // server 2's ring takes this many more requests
+  std::vector<std::vector<int>> sent(3);
+  std::vector<int> order;  // the server of every send
+  size_t start = 0;
+  auto turn = [&](int* n) {
+    *n = 0;
+    return kvstore::dist::SendHeldSlice(
+        held, &start, kBudget, [](const Item& it) { return it.completed; },
+        [&](const Item& it) { return it.server == 2 && room2 == 0; },
+        [&](Item& it) {
+          ++*n;
+          if (it.server == 2) --room2;
+          sent[static_cast<size_t>(it.server)].push_back(it.seq);
+          order.push_back(it.server);
+        });
+  };
+  int n = 0, turns = 0;
+  for (;;) {
+    const bool more = turn(&n);
+    ++turns;
+    CHECK_MSG(n <= kBudget, "a turn sent %d held requests (slice %d)", n, kBudget);
+    if (!more) break;
+    CHECK_MSG(n == kBudget, "a turn that reports more sent %d, not the slice", n);
+    REQUIRE(turns < 100, "held requests never drained");
+  }
+  const int live = kPerServer - kPerServer / 10;  // every tenth was completed meanwhile
+  CHECK_MSG(static_cast<int>(sent[0].size()) == live && static_cast<int>(sent[1].size()) == live,
+            "sent %zu and %zu of %d", sent[0].size(), sent[1].size(), live);
+  CHECK_MSG(turns >= 2 * live / kBudget, "%d turns for %d requests", turns, 2 * live);
+  CHECK(sent[2].empty() && held[2].size() == static_cast<size_t>(kPerServer));  // no room
+  for (size_t s = 0; s < 2; ++s) {
+    for (size_t i = 1; i < sent[s].size(); ++i) CHECK(sent[s][i] > sent[s][i - 1] && sent[s][i] % 10 != 9);
+  }
+  // Server 0 went first; server 1 sent before server 0 was drained.
+  const auto first1 = std::find(order.begin(), order.end(), 1);
+  const auto last0 = std::find(order.rbegin(), order.rend(), 0);
+  CHECK(!order.empty() && order[0] == 0 && first1 != order.end() && last0 != order.rend() &&
+        first1 < last0.base());
+  CHECK(held[0].empty() && held[1].empty());
+  // Room for 5 on server 2: exactly its next 5 live requests leave, then it holds again.
+  room2 = 5;
+  CHECK(!turn(&n) && n == 5);
+  CHECK((sent[2] == std::vector<int>{0, 1, 2, 3, 4}));
+  CHECK(!turn(&n) && n == 0);
+}
+
 }  // namespace
 
 int main() {
@@ -330,6 +395,7 @@ int main() {
   TestRefusedDescriptors();
   TestRefusedOffers();
   TestWire();
+  TestHeldSlices();
   CHECK(CountKvstoreShm() == before);  // memfds: nothing is ever named in /dev/shm
   return check_summary();
 }
