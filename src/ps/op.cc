@@ -64,10 +64,11 @@ int64_t Waiter::Wait(double deadline_sec, const std::string& what) {
 namespace {
 
 // A whole-value reply for a single CPU output becomes the output's storage instead of
-// being copied into it, unless the output's data pointer was handed out (KVArrayGetData).
-// On refusal the payload is left in `reply`.
+// being copied into it, unless the output's data pointer was handed out (KVArrayGetData)
+// or the reply is a view of the server's shared-memory ring (copied straight into the
+// output instead: wire.h Message::payload_in_ring). On refusal the payload is left in `reply`.
 bool AdoptReply(Array* out, Message* reply) {
-  if (!out->ctx().is_cpu()) return false;
+  if (!out->ctx().is_cpu() || reply->payload_in_ring) return false;
   auto holder = std::make_shared<zmq::message_t>(std::move(reply->payload));
   if (out->AdoptStorage(std::shared_ptr<void>(holder, holder->data()))) return true;
   reply->payload = std::move(*holder);

@@ -177,7 +177,13 @@ void Server::HandleWorker(Message& m) {
   const int rank = m.h.sender_rank;
   if (cfg_.verbose >= 2) Log("%s from worker %d key %lld, %zu bytes", MsgTypeName(m.h.type), rank,
                              static_cast<long long>(m.h.key), m.payload.size());
-  switch (static_cast<MsgType>(m.h.type)) {
+  const auto type = static_cast<MsgType>(m.h.type);
+  // Only data requests are handled from a ring view (Message::payload_in_ring); the rest,
+  // rare and small or kept (states files), get their own copy.
+  if (type != MsgType::kInit && type != MsgType::kPush && type != MsgType::kPull && type != MsgType::kPushPull) {
+    CopyOutOfRing(&m.payload, &m.payload_in_ring);
+  }
+  switch (type) {
     case MsgType::kCommand:
       HandleCommand(m);
       return;
@@ -276,8 +282,13 @@ void Server::HandleData(Message& m, int rank) {
   Req r{type, rank, m.h.req_id, std::move(m.routing_id), std::move(m.payload), NowSec(),
         (m.h.flags & kFlagFloat32Sum) != 0, PackingOf(m.h), (m.h.flags & kFlagRowSparse) != 0, m.h.arg,
         (m.h.flags & kFlagExactPull) != 0};
+  r.in_ring = m.payload_in_ring;
   if (mode_ == 1) {
     Enqueue(k, std::move(r));
+    // The round this request completed has run: a view still queued waits for another
+    // worker's push, and would keep this worker's ring from draining (its next payloads,
+    // the ones that other round may need, wait for room: shm.h).
+    CopyQueuedOutOfRing(k);
   } else if (type == MsgType::kPull) {
     ReplyReq(r, 0, "", k);
   } else {
@@ -317,6 +328,12 @@ void Server::HandleInit(const Message& m, KeyState* k) {
   CopyBytes(k->stored->array->data(), m.payload.data(), m.payload.size());
   k->fifo.resize(static_cast<size_t>(num_workers_));
   Reply(m.routing_id, m.h.req_id, 0, "");
+}
+
+void Server::CopyQueuedOutOfRing(KeyState* k) {
+  for (auto& q : k->fifo) {
+    for (Req& r : q) CopyOutOfRing(&r.payload, &r.in_ring);
+  }
 }
 
 // Whether a request names the part this server stores of an initialised key; otherwise it

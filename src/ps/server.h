@@ -86,6 +86,10 @@ struct Req {
   // A compressed pull (`packing` set on a PULL, compressed_pull.h) that asks for the exact
   // values (kFlagExactPull).
   bool exact_pull = false;
+  // `payload` is a view of the worker's shared-memory ring (Message::payload_in_ring): it is
+  // read by the round or update that the request's arrival runs, never kept; a request left
+  // waiting in a FIFO gets a copy (Server::CopyQueuedOutOfRing).
+  bool in_ring = false;
 };
 
 // One key's part on this server. `stored` is set by INIT and never null afterwards; `spare`
@@ -147,6 +151,8 @@ class Server {
   bool SamePart(const Message& m, const KeyState* k);
   bool TakesFloat32Sum(const Message& m, const KeyState& k);
   void Enqueue(KeyState* k, Req r);
+  // Copies the payloads of k's queued requests that are still views of a ring.
+  static void CopyQueuedOutOfRing(KeyState* k);
   void Reply(const std::string& rid, uint64_t req_id, int status, const std::string& msg,
              const KeyState* with_value = nullptr);
   void ReplyReq(const Req& r, int status, const std::string& msg, const KeyState* with_value) {
@@ -171,7 +177,7 @@ class Server {
   void RunRound(KeyState* k);
   void ApplyAsync(KeyState* k, Req& r);
   template <typename Combine>
-  void StoreNewValue(KeyState* k, zmq::message_t& incoming, Combine&& combine);
+  void StoreNewValue(KeyState* k, zmq::message_t& incoming, bool incoming_in_ring, Combine&& combine);
   int UpdateFailure(const KeyState& k, const std::exception& e, bool keep_code,
                     std::string* msg) const;
   std::shared_ptr<SharedBuf> TakeTarget(KeyState* k);

@@ -74,7 +74,8 @@ void Server::TrackRound(KeyState* k) {
 // inside a ZeroMQ receive chunk shared with other messages (keeping one would pin the whole
 // chunk) and at any byte offset; they are copied into an array of the key instead. (The
 // same rule as Array::AdoptStorage: large, and aligned for the dtype.) A compressed push's
-// payload is not the key's size and is never adopted.
+// payload is not the key's size and is never adopted, nor is a view of a worker's ring
+// (StoreNewValue's caller says so).
 bool Server::Adoptable(const KeyState& k, const zmq::message_t& payload) {
   return payload.size() >= kZeroCopyMinBytes &&
          payload.size() == static_cast<size_t>(k.count) * DTypeSize(k.dtype) &&
@@ -114,16 +115,18 @@ void Server::Update(KeyState* k, Array* recv, Array* target) {
 // dst, which may be the bytes of `incoming` itself (then only what is not already there).
 // Without an updater that is the new value, in the key's dtype: accumulated in `incoming`
 // (a round's first push, or the async push), which is adopted without a copy when
-// Adoptable, else in a spare array of the key. With an updater it goes to k->merged, in the
-// dtype the updater receives (RecvDType: float32 for float16 keys under multi_precision,
-// where combine converts each push and sums in float32), and the updater turns a copy of
-// the stored value into the new one. Throws what Array::Create and the updater throw; the
-// stored value is then unchanged.
+// Adoptable and not a view of a worker's ring (`incoming_in_ring`), else in a spare array
+// of the key (a push in a ring is read there once, into memory that is reused: no copy out
+// of the ring first, no fresh pages per round). With an updater it goes to k->merged, in
+// the dtype the updater receives (RecvDType: float32 for float16 keys under
+// multi_precision, where combine converts each push and sums in float32), and the updater
+// turns a copy of the stored value into the new one. Throws what Array::Create and the
+// updater throw; the stored value is then unchanged.
 template <typename Combine>
-void Server::StoreNewValue(KeyState* k, zmq::message_t& incoming, Combine&& combine) {
+void Server::StoreNewValue(KeyState* k, zmq::message_t& incoming, bool incoming_in_ring, Combine&& combine) {
   Updater* updater = UpdaterOf(*k);
   std::shared_ptr<SharedBuf> target;
-  if (!updater && Adoptable(*k, incoming)) {
+  if (!updater && !incoming_in_ring && Adoptable(*k, incoming)) {
     combine(incoming.data(), k->dtype);
     target = std::make_shared<SharedBuf>();
     target->msg = std::move(incoming);
@@ -188,6 +191,7 @@ void Server::RunRound(KeyState* k) {
     any_packed |= packing.has_value();
   }
   zmq::message_t& first = k->fifo[0].front().payload;
+  const bool first_in_ring = k->fifo[0].front().in_ring;
   const int num_srcs = static_cast<int>(srcs.size());
   // In place in worker 0's message (srcs[0]), one worker's push is already its own sum.
   // A multi-precision updater gets the float32 sum of the converted pushes instead.
@@ -206,7 +210,7 @@ void Server::RunRound(KeyState* k) {
   int status = 0;
   std::string msg;
   try {
-    StoreNewValue(k, first, sum);
+    StoreNewValue(k, first, first_in_ring, sum);
   } catch (const std::exception& e) {
     status = UpdateFailure(*k, e, true, &msg);
   }
@@ -247,7 +251,7 @@ void Server::ApplyAsync(KeyState* k, Req& r) {
   int status = 0;
   std::string msg;
   try {
-    StoreNewValue(k, r.payload, copy);
+    StoreNewValue(k, r.payload, r.in_ring, copy);
   } catch (const std::exception& e) {
     status = UpdateFailure(*k, e, false, &msg);
   }

@@ -13,6 +13,9 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <deque>
+#include <mutex>
+#include <utility>
 
 #include "ps/log.h"
 
@@ -66,6 +69,28 @@ std::string Errno(const char* what) { return std::string(what) + ": " + std::str
 
 }  // namespace
 
+// The mapping, shared by the link and the views into its incoming ring (shm.h, Lifetime),
+// and those views in the order of their payloads: a view's end frees its payload's space
+// only once every view before it has ended too, so the consumed position never passes bytes
+// still being read.
+struct ShmLink::Segment {
+  void* base = nullptr;
+  size_t bytes = 0;
+  uint64_t* consumed = nullptr;  // the incoming ring's consumed position, in the header page
+  std::mutex mu;                 // guards the three below (views may end on any thread)
+  uint64_t first = 0;            // the sequence number of views.front()
+  std::deque<std::pair<uint64_t, bool>> views;  // (its payload's `end`, ended) per view
+  uint64_t taken = 0;            // the consumed position published
+  Segment(void* b, size_t n) : base(b), bytes(n) {}
+  ~Segment() { munmap(base, bytes); }
+};
+
+// A view's hold on the segment (ZeroMQ's free-function hint).
+struct ShmLink::Lease {
+  std::shared_ptr<Segment> seg;
+  uint64_t seq;
+};
+
 char* ShmLink::Ring(int r) const {
   return static_cast<char*>(base_) + kHeaderBytes + static_cast<size_t>(r) * ring_bytes_;
 }
@@ -111,6 +136,7 @@ std::unique_ptr<ShmLink> ShmLink::Create(size_t ring_bytes, std::string* why) {
     *why = Errno("mmap");
     return nullptr;
   }
+  l->seg_ = std::make_shared<Segment>(p, l->map_bytes_);
   l->base_ = p;
   unsigned char nonce[kNonceBytes];
   if (getrandom(nonce, sizeof(nonce), 0) != static_cast<ssize_t>(sizeof(nonce))) {
@@ -121,6 +147,7 @@ std::unique_ptr<ShmLink> ShmLink::Create(size_t ring_bytes, std::string* why) {
   std::memcpy(static_cast<char*>(l->base_) + kNonceOffset, nonce, sizeof(nonce));
   __atomic_store_n(l->Written(0), 0, __ATOMIC_RELEASE);  // the header before the offer
   l->out_ = 0;
+  l->seg_->consumed = l->Consumed(1);
   char offer[256];
   std::snprintf(offer, sizeof(offer), "kvshm1 %s %d %d %zu %s", boot.c_str(), static_cast<int>(getpid()),
                 l->fd_, l->map_bytes_, Hex(nonce, sizeof(nonce)).c_str());
@@ -191,6 +218,7 @@ std::unique_ptr<ShmLink> ShmLink::Accept(const std::string& offer, std::string* 
     *why = Errno("mmap");
     return nullptr;
   }
+  l->seg_ = std::make_shared<Segment>(p, static_cast<size_t>(bytes));
   l->base_ = p;
   l->map_bytes_ = static_cast<size_t>(bytes);
   l->ring_bytes_ = static_cast<size_t>(ring);
@@ -201,12 +229,12 @@ std::unique_ptr<ShmLink> ShmLink::Accept(const std::string& offer, std::string* 
     return nullptr;
   }
   l->out_ = 1;
+  l->seg_->consumed = l->Consumed(0);
   l->sending_ = true;
   return l;
 }
 
 ShmLink::~ShmLink() {
-  if (base_ != nullptr) munmap(base_, map_bytes_);
   if (fd_ >= 0) close(fd_);
 }
 
@@ -282,7 +310,7 @@ bool ShmLink::Put(const void* src, size_t n, ShmDesc* d) {
   return true;
 }
 
-bool ShmLink::Take(const ShmDesc& d, uint64_t len, zmq::message_t* out, std::string* why) {
+bool ShmLink::View(const ShmDesc& d, uint64_t len, zmq::message_t* out, std::string* why) {
   if (d.len != len || d.len == 0) {
     *why = "shared-memory descriptor length differs from the header";
     return false;
@@ -294,14 +322,48 @@ bool ShmLink::Take(const ShmDesc& d, uint64_t len, zmq::message_t* out, std::str
   // Pairs with the writer's release of a position at or past d.end (the value itself is
   // the peer's word, like the descriptor: only the bounds above protect this process).
   (void)__atomic_load_n(Written(1 - out_), __ATOMIC_ACQUIRE);
-  zmq::message_t m(static_cast<size_t>(d.len));
-  std::memcpy(m.data(), Ring(1 - out_) + d.offset, static_cast<size_t>(d.len));
-  *out = std::move(m);
-  if (d.end > taken_) {
-    taken_ = d.end;
-    __atomic_store_n(Consumed(1 - out_), taken_, __ATOMIC_RELEASE);
+  uint64_t seq;
+  {
+    std::lock_guard<std::mutex> lock(seg_->mu);
+    seq = seg_->first + seg_->views.size();
+    seg_->views.emplace_back(d.end, false);
+  }
+  auto* lease = new Lease{seg_, seq};
+  try {
+    zmq::message_t m(Ring(1 - out_) + d.offset, static_cast<size_t>(d.len), &ShmLink::EndView, lease);
+    *out = std::move(m);
+  } catch (...) {
+    EndView(nullptr, lease);
+    throw;
   }
   return true;
+}
+
+bool ShmLink::Take(const ShmDesc& d, uint64_t len, zmq::message_t* out, std::string* why) {
+  zmq::message_t view;
+  if (!View(d, len, &view, why)) return false;
+  zmq::message_t copy(view.data(), view.size());
+  *out = std::move(copy);
+  return true;
+}
+
+// Marks a view ended and publishes the consumed position past the payloads whose views,
+// and all before them, have ended.
+void ShmLink::EndView(void* /*data*/, void* hint) {
+  std::unique_ptr<Lease> l(static_cast<Lease*>(hint));
+  Segment& s = *l->seg;
+  std::lock_guard<std::mutex> lock(s.mu);  // released before `l` (and maybe the segment) goes
+  s.views[static_cast<size_t>(l->seq - s.first)].second = true;
+  uint64_t taken = s.taken;
+  while (!s.views.empty() && s.views.front().second) {
+    taken = std::max(taken, s.views.front().first);
+    s.views.pop_front();
+    ++s.first;
+  }
+  if (taken > s.taken) {
+    s.taken = taken;
+    __atomic_store_n(s.consumed, taken, __ATOMIC_RELEASE);
+  }
 }
 
 void ShmPeers::Counts(uint64_t* puts, uint64_t* misses) const {

@@ -22,9 +22,14 @@
 // Data. A payload is copied into the sender's ring and the message carries, instead of the
 // payload frame, a ShmDesc (kFlagShm, wire.h): where the bytes are and how far the ring has
 // been written. The receiver checks the range against the ring (a descriptor naming bytes
-// outside it is refused like any malformed message), copies the bytes out and publishes
-// `end` as the ring's consumed position. Messages of one connection arrive in order, so the
-// consumed position only moves forward over bytes that were read. A payload that does not
+// outside it is refused like any malformed message) and reads the bytes where they are (View:
+// a ZeroMQ message over the ring, no copy); when the last such view of a payload is gone it
+// publishes `end` as the ring's consumed position. Messages of one connection arrive in
+// order and views may end in any order, so the consumed position moves forward only over
+// payloads whose views, and those of every payload before them, are all gone: a slot is
+// never reused while anything reads it. Receivers read a view while handling its message
+// and copy out what they keep (wire.h Message::payload_in_ring), so the ring drains as
+// messages are handled and a sender never waits on a value kept for later. A payload that does not
 // fit in the free part of the ring travels inline over TCP: nothing ever waits for ring
 // space, and a peer that stops reading (dead, hung) only turns its connection back into a
 // TCP one.
@@ -36,7 +41,11 @@
 // from the handshake and fstat, never re-read from the header. SECURITY.md has the threat
 // model.
 //
-// Threading. A link is used by the one thread that owns the socket it belongs to.
+// Lifetime. The mapping lives as long as the link or any view into it: a view that outlives
+// its link (a dead worker's segment, unmapped by RemoveRank) still reads mapped memory.
+//
+// Threading. A link is used by the one thread that owns the socket it belongs to; a view
+// may end on any thread (its release takes the ring's own lock).
 #pragma once
 
 #include <zmq.hpp>
@@ -87,8 +96,11 @@ class ShmLink {
   // it now (the reader has not caught up): a sender that can hold the message back (the
   // worker) does so instead of sending it inline.
   bool MustWait(size_t n);
-  // Copies the payload `d` names out of the incoming ring into *out and frees its space.
-  // False and the reason for a descriptor outside the ring or disagreeing with `len`.
+  // Makes *out a view of the payload `d` names in the incoming ring: no copy; its space is
+  // freed when *out (ZeroMQ's free function) and the views before it are gone. False and
+  // the reason for a descriptor outside the ring or disagreeing with `len`.
+  bool View(const ShmDesc& d, uint64_t len, zmq::message_t* out, std::string* why);
+  // The same, copied into a message of its own (the view ended at once).
   bool Take(const ShmDesc& d, uint64_t len, zmq::message_t* out, std::string* why);
 
   size_t ring_bytes() const { return ring_bytes_; }
@@ -97,6 +109,9 @@ class ShmLink {
   uint64_t misses() const { return misses_; }
 
  private:
+  struct Segment;
+  struct Lease;
+  static void EndView(void* data, void* hint);
   ShmLink() = default;
   char* Ring(int r) const;
   uint64_t* Consumed(int r) const;
@@ -106,7 +121,8 @@ class ShmLink {
   // Where `n` bytes would go, and the ring space they take; false without room.
   bool Room(size_t n, uint64_t* off, uint64_t* need) const;
 
-  void* base_ = nullptr;
+  std::shared_ptr<Segment> seg_;  // the mapping and the incoming ring's views (shm.cc)
+  void* base_ = nullptr;          // seg_'s mapping
   size_t map_bytes_ = 0;
   size_t ring_bytes_ = 0;
   int fd_ = -1;             // worker side until the answer
@@ -115,7 +131,6 @@ class ShmLink {
   uint64_t written_ = 0;    // of the outgoing ring (bytes since creation)
   uint64_t freed_ = 0;      // the peer's consumed position of it, the highest seen (or the
                             // restart point of an empty ring: Refresh)
-  uint64_t taken_ = 0;      // the consumed position of the incoming ring, published
   uint64_t puts_ = 0;
   uint64_t misses_ = 0;
   std::string offer_;

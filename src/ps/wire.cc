@@ -202,10 +202,18 @@ bool RecvValidMessage(zmq::socket_t& sock, bool router, const char* peer, Messag
   return false;
 }
 
+void CopyOutOfRing(zmq::message_t* payload, bool* in_ring) {
+  if (!*in_ring) return;
+  zmq::message_t copy(payload->data(), payload->size());
+  *payload = std::move(copy);
+  *in_ring = false;
+}
+
 bool RecvMessage(zmq::socket_t& sock, bool router, Message* out, bool* ok, std::string* why,
                  ShmPeers* shm) {
   profile::Scope prof("recv");
   *ok = false;
+  out->payload_in_ring = false;
   std::vector<zmq::message_t> frames;
   for (;;) {
     zmq::message_t part;
@@ -265,7 +273,8 @@ bool RecvMessage(zmq::socket_t& sock, bool router, Message* out, bool* ok, std::
   if (in_shm) {
     ShmDesc d;
     std::memcpy(&d, frames[next].data(), sizeof(d));
-    if (!link->Take(d, out->h.payload_len, &out->payload, why)) return true;
+    if (!link->View(d, out->h.payload_len, &out->payload, why)) return true;
+    out->payload_in_ring = true;
     out->h.flags &= ~kFlagShm;
   } else if (out->h.payload_len > 0) {
     out->payload = std::move(frames[next]);

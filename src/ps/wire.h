@@ -92,8 +92,8 @@ constexpr uint32_t kFlagRowSparse = 1u << 5;
 constexpr uint32_t kFlagExactPull = 1u << 6;
 // The payload is in the sender's shared-memory ring (shm.h): the payload frame is a
 // ShmDesc naming payload_len bytes there. Only between peers that completed the SHM_OFFER
-// handshake; RecvMessage replaces the descriptor by the bytes and clears the flag, so no
-// handler ever sees it.
+// handshake; RecvMessage replaces the descriptor by a view of the bytes (no copy,
+// Message::payload_in_ring) and clears the flag, so no handler ever sees it.
 constexpr uint32_t kFlagShm = 1u << 8;
 constexpr uint32_t kFlagKnownFlags = kFlagStrKey | kFlagSync | kFlagFloat32Sum | kFlagTwoBit |
                                      kFlagOneBit | kFlagRowSparse | kFlagExactPull | kFlagShm;
@@ -131,12 +131,20 @@ struct Message {
   std::string routing_id;  // ROUTER sockets only
   std::string str;
   zmq::message_t payload;  // empty when payload_len == 0
+  // `payload` is a view of the sender's shared-memory ring (ShmLink::View): read it while
+  // handling the message; whatever is kept beyond that (a queued request, a stored value, an
+  // output's storage) is copied out first (CopyOutOfRing), never adopted, so that the ring
+  // drains as messages are handled.
+  bool payload_in_ring = false;
 };
+
+// Replaces a payload that is a view of a ring by a copy of its own (ends the view).
+void CopyOutOfRing(zmq::message_t* payload, bool* in_ring);
 
 // Receives one multipart message from `sock` (non-blocking; the caller polled). Returns
 // false when nothing was pending. Returns true with *ok false when a message arrived but
 // failed validation (it has been consumed and logged as `*why`). A payload in shared memory
-// (kFlagShm) is taken from the sender's link in `shm` (refused when it has none).
+// (kFlagShm) is a view of the sender's link in `shm` (refused when it has none).
 bool RecvMessage(zmq::socket_t& sock, bool router, Message* out, bool* ok, std::string* why,
                  ShmPeers* shm = nullptr);
 

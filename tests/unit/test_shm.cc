@@ -3,7 +3,8 @@
 // of every size class (odd ones, one byte short of a ring, a ring's worth) round trip both
 // ways, wrap around, and fail over to inline when the ring is full; offers that do not check
 // are refused with a reason and map nothing; descriptors naming bytes outside the ring, or a
-// length other than the header's, are refused by Take and by RecvMessage; a consumed
+// length other than the header's, are refused by Take and by RecvMessage; views of the ring
+// (zero-copy receive) free their space in order, whatever order they end in; a consumed
 // position beyond the written one turns the producer's ring off; an empty ring starts again
 // at its beginning (its pages stay the ones touched before); nothing is left in
 // /dev/shm. The worker's held requests (SendHeldSlice) leave at most a slice per turn.
@@ -134,6 +135,42 @@ void TestFullRing() {
   }
   // Empty again: a whole ring's payload fits.
   CHECK(RoundTrip(w.get(), s.get(), kRing, 1));
+}
+
+// Zero-copy receive (View): a view reads the bytes in the ring itself; its payload's space
+// is freed only when it and every view before it have ended, in whatever order they end (a
+// later view ending first frees nothing: the writer still finds the ring full); a view that
+// outlives its link still reads the mapped bytes; Take's copy frees at once.
+void TestViews() {
+  std::string why;
+  std::unique_ptr<ShmLink> w = ShmLink::Create(kRing, &why);
+  REQUIRE(w != nullptr, "%s", why.c_str());
+  std::unique_ptr<ShmLink> s = ShmLink::Accept(w->offer(), &why);
+  REQUIRE(s != nullptr, "%s", why.c_str());
+  w->Answered(true);
+  const std::vector<char> a = Pattern(kRing / 2, 1), b = Pattern(kRing / 2, 2);
+  ShmDesc da, db, d;
+  CHECK(w->Put(a.data(), a.size(), &da) && w->Put(b.data(), b.size(), &db));
+  CHECK(w->MustWait(4096));  // full
+  auto va = std::make_unique<zmq::message_t>();
+  auto vb = std::make_unique<zmq::message_t>();
+  CHECK(s->View(da, da.len, va.get(), &why) && s->View(db, db.len, vb.get(), &why));
+  CHECK(std::memcmp(va->data(), a.data(), a.size()) == 0 && std::memcmp(vb->data(), b.data(), b.size()) == 0);
+  vb.reset();                // the later view ends first: nothing is freed
+  CHECK(w->MustWait(4096));
+  CHECK(std::memcmp(va->data(), a.data(), a.size()) == 0);
+  zmq::message_t moved(std::move(*va));  // a moved view still holds its payload
+  va.reset();
+  CHECK(w->MustWait(4096) && std::memcmp(moved.data(), a.data(), a.size()) == 0);
+  moved.rebuild(0);          // both ended: the whole ring is free
+  CHECK(!w->MustWait(kRing) && w->Put(a.data(), a.size(), &d) && d.offset == 0);
+  // A view outliving the link (a dead worker's segment unmapped by RemoveRank) reads mapped
+  // memory, and ending it afterwards is harmless.
+  zmq::message_t orphan;
+  CHECK(s->View(d, d.len, &orphan, &why));
+  s.reset();
+  CHECK(std::memcmp(orphan.data(), a.data(), a.size()) == 0);
+  orphan.rebuild(0);
 }
 
 // Payloads that find the ring empty go to its beginning, so a link that carries one payload
@@ -392,6 +429,7 @@ int main() {
   TestRoundTrips();
   TestFullRing();
   TestRestart();
+  TestViews();
   TestRefusedDescriptors();
   TestRefusedOffers();
   TestWire();
