@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "core/device.h"
+#include "core/spin.h"
 
 namespace kvstore {
 
@@ -243,7 +244,17 @@ void KVArray_::Release(KVArray_* array) {
   delete array;
 }
 
+namespace {
+std::atomic<int> g_wait_spin_us{0};
+}  // namespace
+
+void KVArray_::SetWaitSpinUs(int us) { g_wait_spin_us.store(us < 0 ? 0 : us, std::memory_order_relaxed); }
+
 void KVArray_::WaitPendingWrites() {
+  const int spin_us = g_wait_spin_us.load(std::memory_order_relaxed);
+  // Looks for the last write's end without the lock (the producer takes it to end the
+  // write), then confirms it and reads its error under the lock below.
+  kvstore::SpinUntil([this] { return pending_writes_.load(std::memory_order_acquire) == 0; }, spin_us);
   std::unique_lock<std::mutex> lock(pending_mu_);
   if (pending_writes_ == 0 && pending_error_code_ == 0) return;
   // Producers bound their own waits (network timeouts), so every pending write ends.

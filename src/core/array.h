@@ -19,6 +19,7 @@
 // started them returned; writers call WaitToWrite(), which waits for both.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -107,6 +108,11 @@ struct KVArray_ {
   void BeginPendingWrite();
   void EndPendingWrite(int code, const std::string& message);
   void WaitPendingWrites();
+  // How long WaitPendingWrites keeps looking, yielding its vCPU, before it sleeps on the
+  // condition variable (process-wide; 0, the default, sleeps at once). The distributed
+  // worker sets it from KVSTORE_SPIN_US: a small pull's reply arrives within tens of
+  // microseconds, and waking a sleeping thread costs up to ~50 us on a VM (ps/spin_poll.h).
+  static void SetWaitSpinUs(int us);
 
   // Asynchronous-reader protocol: BeginPendingRead before a consumer that completes later
   // reads the data; it calls EndPendingRead exactly once, which may delete the array (see
@@ -160,7 +166,8 @@ struct KVArray_ {
   int pending_reads_ = 0;
   bool exposed_ = false;
   bool release_requested_ = false;  // Release ran while reads were pending
-  int pending_writes_ = 0;
+  // Changed under pending_mu_ only; read without it by WaitPendingWrites' spin.
+  std::atomic<int> pending_writes_{0};
   int pending_error_code_ = 0;
   std::string pending_error_message_;
 };

@@ -135,6 +135,7 @@ Config Config::Load() {
   if (const char* b = EnvString("KVSTORE_SCHEDULER_BIND")) c.scheduler_bind = b;
   c.shm = EnvInt("KVSTORE_SHM", 1, 0, 1, false) != 0;
   c.shm_ring_bytes = EnvInt("KVSTORE_SHM_RING_BYTES", c.shm_ring_bytes, 1 << 20, int64_t{4} << 30, false);
+  c.spin_us = static_cast<int>(EnvInt("KVSTORE_SPIN_US", c.spin_us, 0, 10000, false));
   // Durations: at most 10^7 s (116 days); the heartbeat interval at most an hour; none
   // shorter than 1 ms. ps-lite's names are honoured when positive (0 is ps-lite's "no
   // heartbeats", which this implementation does not offer: the defaults apply); ours win

@@ -55,6 +55,9 @@ struct Config {
   std::string scheduler_bind;        // KVSTORE_SCHEDULER_BIND; "" = DMLC_PS_ROOT_URI
   bool shm = true;                   // KVSTORE_SHM: 0 keeps co-located peers on TCP (shm.h)
   int64_t shm_ring_bytes = int64_t{256} << 20;  // KVSTORE_SHM_RING_BYTES: each direction
+  // KVSTORE_SPIN_US: how long a waiting thread of the data path (a node's I/O loop, a
+  // caller waiting for its pull) keeps looking before it sleeps (ps/spin_poll.h); 0: never.
+  int spin_us = 50;
 
   static Config Load();
   std::string SchedulerEndpoint() const;

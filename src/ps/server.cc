@@ -15,6 +15,7 @@
 #include "ps/key.h"
 #include "ps/log.h"
 #include "ps/node_table.h"
+#include "ps/spin_poll.h"
 #include "ps/transport.h"
 
 namespace kvstore {
@@ -79,13 +80,14 @@ std::vector<int> Server::Bind() {
 }
 
 // One turn of the loop: waits for messages (at most until the next heartbeat is due, and
-// 0.1 s so that round timeouts are noticed) and handles what arrived.
+// 0.1 s so that round timeouts are noticed; looking without sleeping for the first
+// spin_us, ps/spin_poll.h) and handles what arrived.
 void Server::Poll() {
   zmq::pollitem_t items[2] = {{static_cast<void*>(sock_), 0, ZMQ_POLLIN, 0},
                               {static_cast<void*>(sched_.socket()), 0, ZMQ_POLLIN, 0}};
   double wait = std::min(sched_.next_heartbeat() - NowSec(), 0.1);
   if (wait < 0) wait = 0;
-  zmq::poll(items, 2, std::chrono::milliseconds(static_cast<long>(wait * 1000)));
+  SpinPoll(items, 2, wait, cfg_.spin_us);  // ps/spin_poll.h
   // Only readable sockets are read (an empty receive polls ZeroMQ's mailbox, a syscall).
   for (int budget = 0; budget < 256 && (items[0].revents & ZMQ_POLLIN); ++budget) {
     Message m;

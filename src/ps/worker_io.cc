@@ -14,6 +14,7 @@
 #include "ps/clock.h"
 #include "ps/log.h"
 #include "ps/node_table.h"
+#include "ps/spin_poll.h"
 #include "ps/transport.h"
 
 namespace kvstore {
@@ -53,6 +54,8 @@ WorkerIo::WorkerIo(const Config& cfg, OpTracker* tracker)
     held_.emplace_back();
     if (cfg_.shm) OfferShm(static_cast<int>(servers_.size()) - 1);
   }
+  // Callers waiting for a pull's values look for them as long as this loop looks for replies.
+  Array::SetWaitSpinUs(cfg_.spin_us);
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   KV_CHECK(wake_fd_ >= 0, KV_ERR_INTERNAL, "eventfd failed: %s", std::strerror(errno));
   thread_ = std::thread([this] { Loop(); });
@@ -164,7 +167,9 @@ std::string WorkerIo::DeadNodes() {
 // One turn sends at most kSendSlice held and kSendSlice queued requests and reads at most kRecvSlice replies per
 // server, then sends a heartbeat if one is due and reads the scheduler: a call of 100,000
 // keys is sent and answered over many turns, and the node's liveness never waits for more
-// than one slice of data work. While requests may still leave, the turn's poll does not wait.
+// than one slice of data work. While requests may still leave, the turn's poll does not wait;
+// otherwise it looks without sleeping for spin_us before it blocks (ps/spin_poll.h), so that
+// a reply or a request that follows the last message closely finds the thread awake.
 void WorkerIo::Loop() {
   double next_scan = NowSec() + 0.1;
   bool more = false;  // the last turn stopped at the send slice, not at an empty queue
@@ -182,7 +187,7 @@ void WorkerIo::Loop() {
       if (!q.empty()) wait = std::min(wait, 0.001);
     }
     try {
-      zmq::poll(items.data(), items.size(), std::chrono::milliseconds(static_cast<long>(wait * 1000)));
+      SpinPoll(items.data(), items.size(), wait, cfg_.spin_us);
     } catch (const zmq::error_t& e) {
       if (e.num() != EINTR) Log("poll failed: %s", e.what());
     }

@@ -22,7 +22,7 @@ const char* const kVars[] = {
     "DMLC_NODE_HOST", "DMLC_INTERFACE", "PORT", "PS_VERBOSE", "DMLC_WORKER_ID", "DMLC_SERVER_ID",
     "KVSTORE_BIGARRAY_BOUND", "MXNET_KVSTORE_BIGARRAY_BOUND", "KVSTORE_TIMEOUT_SEC",
     "KVSTORE_IO_THREADS", "PS_HEARTBEAT_INTERVAL", "PS_HEARTBEAT_TIMEOUT",
-    "KVSTORE_HEARTBEAT_INTERVAL_SEC", "KVSTORE_HEARTBEAT_TIMEOUT_SEC"};
+    "KVSTORE_HEARTBEAT_INTERVAL_SEC", "KVSTORE_HEARTBEAT_TIMEOUT_SEC", "KVSTORE_SPIN_US"};
 
 using Env = std::vector<std::pair<const char*, const char*>>;
 
@@ -93,6 +93,7 @@ int main() {
     Config c = ExpectLoaded({});
     CHECK(c.timeout_sec == 60 && c.heartbeat_interval_sec == 1 && c.heartbeat_timeout_sec == 10);
     CHECK(c.requested_rank == -1 && c.bigarray_bound == 1000000 && c.io_threads == 0);
+    CHECK(c.spin_us == 50 && ExpectLoaded({{"KVSTORE_SPIN_US", "0"}}).spin_us == 0);
     c = ExpectLoaded({{"PS_HEARTBEAT_INTERVAL", "0"}, {"PS_HEARTBEAT_TIMEOUT", "0"}});
     CHECK(c.heartbeat_interval_sec == 1 && c.heartbeat_timeout_sec == 10);
     c = ExpectLoaded({{"PS_HEARTBEAT_INTERVAL", "2"}, {"PS_HEARTBEAT_TIMEOUT", "30"}});
@@ -123,6 +124,7 @@ int main() {
       {"KVSTORE_BIGARRAY_BOUND", "[1, 9223372036854775807]", {"0", "-5", "1e6", "9223372036854775808"}},
       {"MXNET_KVSTORE_BIGARRAY_BOUND", "[1, 9223372036854775807]", {"0", "1M"}},
       {"KVSTORE_IO_THREADS", "[0, 64]", {"65", "-1", "auto"}},
+      {"KVSTORE_SPIN_US", "[0, 10000]", {"10001", "-1", "50us"}},
   };
   for (const IntVar& v : ints) {
     for (const char* bad : v.bad) ExpectRejected(v.name, bad, v.range);
