@@ -33,7 +33,8 @@ from ._lib import (LIB, UNCHECKED, KVArrayHandle, KVController, KVFreeFn, KVStor
                    KVStrUpdater, KVUpdater)
 from .context import cpu
 from .errors import KVStoreError, check_call, error_class, make_error
-from .ndarray import NDArray, _DTYPE_TO_CODE, _from_numpy
+from .ndarray import (NDArray, _DTYPE_TO_CODE, _PACKED, _forget_packed, _from_numpy,
+                       _remember_packed)
 from .optimizer import Optimizer
 
 __all__ = ["KVStore", "KVStoreBase", "create", "waitall", "is_worker_node", "is_server_node",
@@ -286,12 +287,21 @@ def _fast_arrays(values, num, one_key):
         return h, h.cptr
     t = type(values)
     if (t is list or t is tuple) and len(values) == num:
+        tv = tuple(values)
+        try:
+            e = _PACKED.get(tv)  # the same NDArrays as a recorded list (ndarray._PACKED)
+        except TypeError:  # an unhashable value: not an NDArray
+            return None
+        if e is not None:
+            return e
         # Comprehensions, not map(attrgetter): CPython 3.11 specialises their slot loads.
         try:
-            hs = [v._h for v in values]
-            return hs, b"".join([h.cptr for h in hs])
+            hs = [v._h for v in tv]
+            packed = b"".join([h.cptr for h in hs])
         except (AttributeError, TypeError):  # not an NDArray, a nested list, a closed array
             return None
+        _remember_packed(tv, hs, packed)
+        return hs, packed
     return None
 
 
@@ -403,6 +413,7 @@ class KVStore(object):
             _live_stores.add(self)
             raise err
         self._updaters.clear()
+        _forget_packed()  # the recorded lists' arrays are no longer held for this store
         check_call(rc)
 
     def __enter__(self):

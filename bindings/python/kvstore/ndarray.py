@@ -10,6 +10,7 @@ another thread (or from an updater) while such a call runs takes effect when the
 returns, never under it.
 """
 import numbers
+import sys
 from ctypes import byref, c_int, c_int64, c_size_t, c_void_p
 
 import numpy
@@ -135,6 +136,64 @@ class _Handle(object):
             pass
 
 
+# Packed handle lists of the store's list hot paths (kv._fast_arrays): a tuple of NDArrays that
+# was passed as a list of values or outputs more than once -> (their _Handles, the _Handles'
+# cptr bytes joined), so that a repeated list costs one tuple() and one dict lookup (hash and
+# identity compare in C) instead of reading every array's handle.
+#
+# Invariant: every NDArray in a key is open and owns its handle, and its _h is the entry's
+# _Handle. close() of an NDArray in a key clears the table first (_PACKED_IDS), so the closed
+# array is freed as before; only owned handles are recorded (a borrowed one is invalidated
+# without close()), and an owned _Handle is released only when collected, which the entry
+# prevents. A call takes an entry's _Handles into a local before the library call, so a
+# clearing meanwhile frees nothing under a running call. Dict and set operations are atomic
+# under the GIL.
+#
+# The keys hold their NDArrays: an array the caller dropped stays alive while a recorded list
+# holds it, until the table is cleared. It is cleared when it is full (_PACKED_MAX lists), when
+# one of its arrays is closed, when a store is closed, and of the lists whose arrays only it
+# still holds (sys.getrefcount) each time a list is recorded.
+_PACKED = {}
+_PACKED_IDS = set()   # ids of the NDArrays in _PACKED's keys
+_PACKED_SEEN = {}     # hash of a tuple of NDArrays seen once -> None (holds no array)
+_PACKED_MAX = 8
+_PACKED_LEN = 1 << 16  # longer lists are not recorded
+
+
+def _forget_packed():
+    """Drops every recorded list."""
+    _PACKED.clear()
+    _PACKED_IDS.clear()
+
+
+def _remember_packed(arrays, handles, packed):
+    """Records (handles, packed) under the tuple `arrays` the second time a tuple of that hash
+    is passed; never a list with a borrowed handle or a longer one than _PACKED_LEN."""
+    if len(arrays) > _PACKED_LEN:
+        return
+    try:
+        h = hash(arrays)
+    except TypeError:
+        return
+    if h not in _PACKED_SEEN:
+        if len(_PACKED_SEEN) >= 4 * _PACKED_MAX:
+            _PACKED_SEEN.clear()
+        _PACKED_SEEN[h] = None
+        return
+    if not all([isinstance(a, NDArray) for a in arrays]) or not all([x.owned for x in handles]):
+        return
+    # Lists whose arrays only the table holds (the key, and getrefcount's argument) go now.
+    for key in list(_PACKED):
+        # References when only the table holds a: the key, the loop variable, the argument.
+        if any([sys.getrefcount(a) <= 3 for a in key]):
+            _forget_packed()
+            break
+    if len(_PACKED) >= _PACKED_MAX:
+        _forget_packed()
+    _PACKED_IDS.update(map(id, arrays))
+    _PACKED[arrays] = (handles, packed)
+
+
 class _HostView(object):
     """numpy's handle on an array's host memory; keeps the owning _Handle alive."""
 
@@ -208,6 +267,8 @@ class NDArray(object):
         or a library call given it is still running, when the last of those ends). Further
         use raises ValueError. Idempotent."""
         h, self._h = self._h, None
+        if id(self) in _PACKED_IDS:
+            _forget_packed()
         if h is not None and h.owned:
             # Other holders of h are zero-copy views and running calls only: dropping our
             # reference frees the handle now unless one of them is still alive.

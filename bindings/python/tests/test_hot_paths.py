@@ -115,6 +115,44 @@ def test_a_repeated_key_list_is_packed_once_and_still_checked(store, monkeypatch
         numpy.testing.assert_array_equal(out.asnumpy(), full(want))
 
 
+def test_a_repeated_list_of_arrays_is_packed_once_and_stays_correct(store):
+    """A list of NDArrays passed twice is recorded (ndarray._PACKED) and then reuses its packed
+    handles; closing an array of it, another list of other arrays, or a changed list never
+    reuses stale handles, and arrays only the record holds are released."""
+    import gc
+    import weakref
+    from kvstore import ndarray
+    store.init([1, 2], [nd.zeros(SHAPE)] * 2)
+    vals = [nd.ones(SHAPE), nd.ones(SHAPE) * 2]
+    store.push([1, 2], vals)
+    store.push([1, 2], vals)
+    assert tuple(vals) in ndarray._PACKED
+    outs = [nd.zeros(SHAPE), nd.zeros(SHAPE)]
+    store.pull([1, 2], out=outs)
+    store.pull([1, 2], out=outs)
+    numpy.testing.assert_array_equal(outs[1].asnumpy(), full(2))
+    vals[1] = nd.ones(SHAPE) * 5  # the list changed in place: another tuple
+    store.push([1, 2], vals)
+    store.pull([2, 1], out=outs)
+    numpy.testing.assert_array_equal(outs[0].asnumpy(), full(5))
+    vals[0].close()  # a recorded array closed: the records go, the call refuses it
+    assert not ndarray._PACKED
+    with pytest.raises(ValueError, match="operation on a closed NDArray"):
+        store.push([1, 2], vals)
+    # Arrays the caller dropped are released when the next list is recorded.
+    dropped = [nd.ones(SHAPE), nd.ones(SHAPE)]
+    store.push([1, 2], dropped)
+    store.push([1, 2], dropped)
+    gone = weakref.ref(dropped[0])
+    del dropped
+    gc.collect()
+    other = [nd.ones(SHAPE), nd.ones(SHAPE)]
+    store.push([1, 2], other)
+    store.push([1, 2], other)
+    assert gone() is None
+    assert tuple(other) in ndarray._PACKED
+
+
 def test_general_shapes_still_work(store):
     store.init([1, 2], [nd.zeros(SHAPE), nd.zeros(SHAPE)])
     store.push(numpy.int64(1), [nd.ones(SHAPE), numpy.ones(SHAPE, numpy.float32)])
