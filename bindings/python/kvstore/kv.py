@@ -211,10 +211,13 @@ _INT_ONLY = {int}
 _STR_ONLY = {str}
 
 # A tuple of int keys (exact ints, as _fast_keys checks before it looks) -> the keys packed
-# as C ints; a repeated key list of up to _INT_KEYS_LEN keys is packed once.
+# as C ints; a repeated key list is packed once. At most _INT_KEYS_MAX lists holding at most
+# _INT_KEYS_LEN keys in all (_INT_KEYS_HELD[0]); the table is cleared when a new list would
+# not fit.
 _INT_KEYS = {}
 _INT_KEYS_MAX = 64
-_INT_KEYS_LEN = 4096
+_INT_KEYS_LEN = 1 << 20
+_INT_KEYS_HELD = [0]
 
 # str key -> (the native bytes of a char* to its UTF-8 copy, the c_char_p owning the copy).
 # Entries are never removed, so a pointer taken from here stays valid for any call; past
@@ -264,9 +267,11 @@ def _fast_keys(key):
             except OverflowError:
                 return None
             if n <= _INT_KEYS_LEN:
-                if len(_INT_KEYS) >= _INT_KEYS_MAX:
+                if len(_INT_KEYS) >= _INT_KEYS_MAX or _INT_KEYS_HELD[0] + n > _INT_KEYS_LEN:
                     _INT_KEYS.clear()
+                    _INT_KEYS_HELD[0] = 0
                 _INT_KEYS[tk] = p
+                _INT_KEYS_HELD[0] += n
             return n, p, False
         if kinds == _STR_ONLY:
             try:

@@ -157,7 +157,7 @@ _PACKED = {}
 _PACKED_IDS = set()   # ids of the NDArrays in _PACKED's keys
 _PACKED_SEEN = {}     # hash of a tuple of NDArrays seen once -> None (holds no array)
 _PACKED_MAX = 8
-_PACKED_LEN = 1 << 16  # longer lists are not recorded
+_PACKED_LEN = 1 << 20  # longer lists are not recorded
 
 
 def _forget_packed():
