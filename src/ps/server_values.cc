@@ -32,6 +32,26 @@ static void ProfileRoundWait(const Req& r, const KeyState& k) {
   profile::Count(profile::Stat::kRoundWait, k.display, 0, now - arrived);
 }
 
+// The lists a round builds over its sources, kept from round to round by the server thread
+// (which runs one round at a time) so that a round allocates nothing once they have grown to
+// the job's worker count: `aligned` keeps its first `used` buffers for this round's copies.
+struct RoundScratch {
+  std::vector<const void*> srcs;
+  std::vector<int> dtypes;
+  std::vector<std::vector<double>> aligned;
+  size_t used = 0;
+  std::vector<compression::Compression::Source> packed_srcs;
+};
+
+static RoundScratch& TakeRoundScratch() {
+  static thread_local RoundScratch s;
+  s.srcs.clear();
+  s.dtypes.clear();
+  s.used = 0;
+  s.packed_srcs.clear();
+  return s;
+}
+
 // Answers pulls at the heads of the FIFOs and runs rounds while every FIFO has a push at
 // its head.
 void Server::Progress(KeyState* k) {
@@ -166,14 +186,12 @@ void Server::RunRound(KeyState* k) {
   // round's bits do not depend on arrival order. ZeroMQ may deliver small messages inside
   // its receive buffer at any byte offset; such payloads are copied to aligned scratch
   // before they are read as elements.
-  std::vector<const void*> srcs;
-  std::vector<int> dtypes;  // float32 for a worker's float32 sum (mp_push.h)
-  std::vector<std::vector<double>> aligned;
-  aligned.reserve(k->fifo.size());
-  srcs.reserve(k->fifo.size());
+  RoundScratch& scratch = TakeRoundScratch();
+  std::vector<const void*>& srcs = scratch.srcs;
+  std::vector<int>& dtypes = scratch.dtypes;  // float32 for a worker's float32 sum (mp_push.h)
   bool mixed = false;
   // A round with a compressed push is summed by Compression::Sum (float32, rank order).
-  std::vector<compression::Compression::Source> packed_srcs;
+  std::vector<compression::Compression::Source>& packed_srcs = scratch.packed_srcs;
   bool any_packed = false;
   for (auto& q : k->fifo) {
     const zmq::message_t& p = q.front().payload;
@@ -182,9 +200,11 @@ void Server::RunRound(KeyState* k) {
     if (reinterpret_cast<uintptr_t>(p.data()) % DTypeSize(dtypes.back()) == 0) {
       srcs.push_back(p.data());
     } else {
-      aligned.emplace_back((p.size() + sizeof(double) - 1) / sizeof(double));
-      CopyBytes(aligned.back().data(), p.data(), p.size());
-      srcs.push_back(aligned.back().data());
+      if (scratch.used == scratch.aligned.size()) scratch.aligned.emplace_back();
+      std::vector<double>& a = scratch.aligned[scratch.used++];
+      a.resize((p.size() + sizeof(double) - 1) / sizeof(double));
+      CopyBytes(a.data(), p.data(), p.size());
+      srcs.push_back(a.data());
     }
     const auto& packing = q.front().packing;
     packed_srcs.push_back({srcs.back(), packing ? &*packing : nullptr, dtypes.back()});
