@@ -201,20 +201,25 @@ static double DrainWindowed(int n) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-// 50,000 keys in one call with the window full: each Pop and Done costs O(log n), so ten
-// times the keys cost ten to forty times as much here (more memory than the caches hold),
-// where a rescan per pop would cost over a hundred times as much. Growth, not wall time, is
-// checked, so a slow machine or a sanitizer cannot fail it; the best of three runs of each
-// size takes out a scheduling hiccup.
+// 50,000 keys in one call with the window full: each Pop and Done costs O(log n), so one
+// call of 50,000 keys costs about as much as ten calls of 5,000 (the same number of pulls;
+// more memory than the caches hold, hence the slack), where a rescan per pop would cost ten
+// times as much. Growth, not wall time, is checked, so a slow machine or a sanitizer cannot
+// fail it; both sides take about as long, so preemption on a loaded machine weighs on them
+// alike, and the best of three runs of each takes out a scheduling hiccup. (Timing one call
+// of 5,000 against one of 50,000 put a millisecond, at the timer's grain, against the larger
+// run's preemptions: ratios of 14-90 for the same code.)
 static void test_many_keys() {
   double small = 1e30, large = 1e30;
   for (int rep = 0; rep < 3; ++rep) {
-    small = std::min(small, DrainWindowed(5000));
+    double ten = 0;
+    for (int i = 0; i < 10; ++i) ten += DrainWindowed(5000);
+    small = std::min(small, ten);
     large = std::min(large, DrainWindowed(50000));
   }
-  fprintf(stderr, "windowed pulls: 5,000 in %.3f s, 50,000 in %.3f s (x%.1f)\n", small, large,
+  fprintf(stderr, "windowed pulls: 10 x 5,000 in %.3f s, 50,000 in %.3f s (x%.1f)\n", small, large,
           large / small);
-  CHECK(large < 60 * small);
+  CHECK(large < 5 * small);
 }
 
 // The node pool (node_pool.h): a block given back is the next one of its size handed out,
