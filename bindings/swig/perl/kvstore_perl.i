@@ -52,7 +52,9 @@ static void kvperl_swig_wrap_array(pTHX_ SV* sv, void* ptr) {
  * other paths, which accept or refuse it as before. Accepted, as KVStore::Store's _hot_keys and
  * _hot_handles accept them: a key that is a plain integer (IV) within C int, or a string that
  * is a canonical integer of at most 9 digits; a value whose class is exactly KVStore::NDArray
- * and whose handle is defined; lists that are plain array refs, non-empty, of equal length. */
+ * and whose handle is defined; lists that are plain array refs, non-empty, of equal length.
+ * When the status is not 0, $KVStore::Raw::HOT_FOREIGN is the foreign-callback count from
+ * before the call (kvperl_foreign_callback_count), for the layer's error message. */
 %{
 #define KVPERL_HOT_STACK 256
 
@@ -157,8 +159,10 @@ XS(kvperl_hot_call_xs) {
       }
     }
   }
+  const long foreign = kvperl_foreign_callback_count();
   rc = push ? KVStorePush((KVStoreHandle)store, (int)n, keys, vals, (int)SvIVX(ST(4)))
             : KVStorePull((KVStoreHandle)store, (int)n, keys, vals, (int)SvIVX(ST(4)));
+  if (rc != 0) sv_setiv(get_sv("KVStore::Raw::HOT_FOREIGN", GV_ADD), (IV)foreign);
   if (keys != kbuf && keys != &key1) {
     free(keys);
     free(vals);

@@ -257,14 +257,14 @@ sub init {
 sub push {
   my ($self, $key, $value, @opt) = @_;
   # One int key and one NDArray, or lists of them: checked and called in one XS function
-  # (kvperl_hot_call, undef when it does not take the arguments); then as below.
+  # (kvperl_hot_call, undef when it does not take the arguments; on failure it leaves the
+  # foreign-callback count from before the call in $KVStore::Raw::HOT_FOREIGN); then as below.
   if (!@opt) {
     local $KVStore::Raw::CALLBACK_ERROR;
-    my $foreign = KVStore::Raw::kvperl_foreign_callback_count();
     my $rc = KVStore::Raw::kvperl_hot_call(0, $self->{handle} // $self->_handle, $key, $value,
                                            0);
     if (defined $rc) {
-      _call_failed($rc, $foreign) if $rc;
+      _call_failed($rc, $KVStore::Raw::HOT_FOREIGN) if $rc;
       return $self;
     }
   }
@@ -295,11 +295,10 @@ sub pull {
   my ($self, $key, @opt) = @_;
   if (@opt == 2 && $opt[0] eq 'out') {  # as in push
     local $KVStore::Raw::CALLBACK_ERROR;
-    my $foreign = KVStore::Raw::kvperl_foreign_callback_count();
     my $rc = KVStore::Raw::kvperl_hot_call(1, $self->{handle} // $self->_handle, $key, $opt[1],
                                            0);
     if (defined $rc) {
-      _call_failed($rc, $foreign) if $rc;
+      _call_failed($rc, $KVStore::Raw::HOT_FOREIGN) if $rc;
       return $self;
     }
   }
