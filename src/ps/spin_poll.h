@@ -18,7 +18,9 @@ namespace dist {
 // Polls `items` for up to `wait_sec`; returns zmq_poll's result (the number of ready items)
 // and throws zmq::error_t as zmq::poll does.
 inline int SpinPoll(zmq::pollitem_t* items, size_t n, double wait_sec, int spin_us) {
-  if (wait_sec > 0 && spin_us > 0) {
+  // Without a vCPU to spare, no extra look: a zero-timeout zmq_poll costs system calls per
+  // socket.
+  if (wait_sec > 0 && spin_us > 0 && SpinWorthwhile()) {
     const double start = NowSec();
     int ready = 0;
     if (SpinUntil([&] { return (ready = zmq::poll(items, n, std::chrono::milliseconds(0))) > 0; },
