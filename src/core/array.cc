@@ -176,6 +176,7 @@ std::string KVArray_::Describe() const {
 void KVArray_::BeginPendingWrite() {
   std::lock_guard<std::mutex> lock(pending_mu_);
   ++pending_writes_;
+  UpdateQuiet();
 }
 
 void KVArray_::EndPendingWrite(int code, const std::string& message) {
@@ -185,11 +186,13 @@ void KVArray_::EndPendingWrite(int code, const std::string& message) {
     pending_error_message_ = message;
   }
   if (--pending_writes_ == 0) pending_cv_.notify_all();
+  UpdateQuiet();
 }
 
 void KVArray_::BeginPendingRead() {
   std::lock_guard<std::mutex> lock(pending_mu_);
   ++pending_reads_;
+  UpdateQuiet();
 }
 
 void KVArray_::EndPendingRead() {
@@ -198,11 +201,13 @@ void KVArray_::EndPendingRead() {
     std::lock_guard<std::mutex> lock(pending_mu_);
     release = --pending_reads_ == 0 && release_requested_;
     if (pending_reads_ == 0) pending_cv_.notify_all();
+    UpdateQuiet();
   }
   if (release) delete this;
 }
 
 void KVArray_::WaitToWrite() {
+  if (quiet_.load(std::memory_order_acquire)) return;
   WaitPendingWrites();
   std::unique_lock<std::mutex> lock(pending_mu_);
   pending_cv_.wait(lock, [this] { return pending_reads_ == 0; });
@@ -251,6 +256,7 @@ std::atomic<int> g_wait_spin_us{0};
 void KVArray_::SetWaitSpinUs(int us) { g_wait_spin_us.store(us < 0 ? 0 : us, std::memory_order_relaxed); }
 
 void KVArray_::WaitPendingWrites() {
+  if (quiet_.load(std::memory_order_acquire)) return;
   const int spin_us = g_wait_spin_us.load(std::memory_order_relaxed);
   // Looks for the last write's end without the lock (the producer takes it to end the
   // write), then confirms it and reads its error under the lock below.
@@ -264,6 +270,7 @@ void KVArray_::WaitPendingWrites() {
     std::string message = std::move(pending_error_message_);
     pending_error_code_ = 0;
     pending_error_message_.clear();
+    UpdateQuiet();
     throw kvstore::Error(code, message);
   }
 }

@@ -147,6 +147,11 @@ struct KVArray_ {
 
  private:
   KVArray_(kvstore::Shape shape, int dtype, kvstore::Context ctx);
+  // Requires pending_mu_: recomputes quiet_ from the pending counts and error.
+  void UpdateQuiet() {
+    quiet_.store(pending_writes_ == 0 && pending_reads_ == 0 && pending_error_code_ == 0,
+                 std::memory_order_release);
+  }
 
   kvstore::Shape shape_;
   int dtype_;
@@ -163,6 +168,10 @@ struct KVArray_ {
 
   std::mutex pending_mu_;
   std::condition_variable pending_cv_;
+  // No pending write, read or unreported error: the waits return without taking
+  // pending_mu_. Written under pending_mu_ (release) by every change of the three fields
+  // below; an acquire load of true orders the caller after the last producer's writes.
+  std::atomic<bool> quiet_{true};
   int pending_reads_ = 0;
   bool exposed_ = false;
   bool release_requested_ = false;  // Release ran while reads were pending

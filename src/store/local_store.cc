@@ -3,8 +3,14 @@
 // Invariants:
 //  - Entries are created by Init and never removed before the store is destroyed, so an
 //    Entry* found under the registry lock stays valid after the lock is released.
+//  - Entries live in one deque in init order (slot i is the i-th key initialised): stable
+//    addresses, contiguous in chunks. Int keys in [0, int_direct_.size()) find their slot by
+//    direct index, the others through a hash map; string keys through a hash map, and a
+//    string key's internal id is its slot.
 //  - Every operation on a key holds that entry's mutex for its whole duration; a call that
-//    touches several keys locks their entries in ascending id order (no lock-order cycles).
+//    touches several keys locks their entries in ascending slot order (no lock-order cycles).
+//  - A data call's per-key lists live in a CallScratch leased from the calling thread's pool
+//    and returned with its capacity, so a steady stream of calls allocates nothing per key.
 //  - A call validates everything (keys, shapes, dtypes, outputs) before it writes anything.
 //    After validation only the updater and device errors can fail; with an updater set the
 //    new values are computed into per-key candidate buffers and committed (swapped in) only
@@ -21,6 +27,9 @@
 //    row_sparse_pull go through store/row_sparse.h; a key whose values in one push mix
 //    dense and row_sparse ones is summed dense (the row_sparse ones cast to dense first).
 #include <algorithm>
+#include <array>
+#include <cstring>
+#include <deque>
 #include <mutex>
 #include <shared_mutex>
 #include <unordered_map>
@@ -43,36 +52,45 @@ namespace {
 using compression::Compression;
 
 struct Entry {
-  int id = 0;               // the int key, or the internal id of a string key
+  int id = 0;               // the int key, or the internal id (the slot) of a string key
+  int slot = 0;             // position in LocalStore::entries_
   bool is_str = false;      // string key (str_key may then be empty) or int key
-  std::string str_key;      // the string key
-  Shape shape;              // fixed at init; readable without `mu`
   int dtype = 0;            // fixed at init; readable without `mu`
+  int ndim = 0;             // shape.size()
+  std::array<int64_t, 4> dims{};  // shape, when ndim <= 4: compared without touching `shape`
+  Shape shape;              // fixed at init; readable without `mu`
   std::mutex mu;            // serialises operations on this key
   std::unique_ptr<Array> value;
+  std::string str_key;      // the string key
   std::unique_ptr<Array> merged;     // private copy of the pushed sum handed to the updater
   std::unique_ptr<Array> candidate;  // the updater's output, committed on success
   RowScratch rows_grad, rows_weight;  // lazy row_sparse pushes (store/row_sparse.h)
+
+  // Whether `a` has this entry's shape and dtype (readable without `mu`).
+  bool Matches(const Array& a) const {
+    if (a.dtype() != dtype || a.ndim() != ndim) return false;
+    if (ndim > static_cast<int>(dims.size())) return a.shape() == shape;
+    const int64_t* d = a.shape().data();
+    for (int j = 0; j < ndim; ++j) {
+      if (d[j] != dims[j]) return false;
+    }
+    return true;
+  }
 };
 
-// Locks a set of entries in ascending id order; duplicates are locked once. The sort runs on
-// (id, entry) pairs, so that its n log n comparisons read a contiguous array instead of
-// dereferencing the entries (scattered over the heap: a cache miss each with many keys).
-// The ids of one store's entries are distinct (a store has int keys or string keys).
-class EntryLocks {
- public:
-  explicit EntryLocks(const std::vector<Entry*>& entries) {
-    std::vector<std::pair<int, Entry*>> order;
-    order.reserve(entries.size());
-    for (Entry* e : entries) order.emplace_back(e->id, e);
-    std::sort(order.begin(), order.end());
-    order.erase(std::unique(order.begin(), order.end()), order.end());
-    locks_.reserve(order.size());
-    for (const auto& o : order) locks_.emplace_back(o.second->mu);
-  }
+// How far ahead the per-key loops prefetch what the next keys will touch: the objects are
+// scattered over the heap, and with many keys each is a cache miss.
+constexpr int kAhead = 8;
 
- private:
-  std::vector<std::unique_lock<std::mutex>> locks_;
+inline void Prefetch(const void* p) { __builtin_prefetch(p); }
+
+// A borrowed run of elements (the used part of a scratch vector).
+template <typename T>
+struct Span {
+  T* first;
+  size_t n;
+  T* begin() const { return first; }
+  T* end() const { return first + n; }
 };
 
 struct PushGroup {
@@ -87,6 +105,103 @@ struct PushGroup {
 struct PullItem {
   Entry* entry;
   Array* out;
+};
+
+// The per-key lists of one data call. Between calls every vector is empty (groups: its first
+// `used` elements were reset) except for their capacity, and `seen` is all zero.
+struct CallScratch {
+  std::vector<Entry*> entries;       // of the call's keys, in argument order
+  std::vector<PushGroup> groups;     // groups[0, num_groups) are the push's
+  size_t num_groups = 0;
+  std::vector<PullItem> items;
+  std::vector<Entry*> locks;         // the distinct entries to lock, ascending slot
+  std::vector<Entry*> other_locks;   // pushpull: the pulled set, compared with `locks`
+  std::vector<uint64_t> seen;        // one bit per slot: duplicate detection
+
+  void Reset() {
+    entries.clear();
+    for (size_t g = 0; g < num_groups; ++g) {
+      groups[g].vals.clear();
+      groups[g].densified.clear();
+      groups[g].row_sparse = false;
+    }
+    num_groups = 0;
+    items.clear();
+    locks.clear();
+    other_locks.clear();
+  }
+};
+
+// Leases a CallScratch from the calling thread's pool for one call (a pool, not a single
+// object: an updater may call another store from inside a push). A scratch that grew past
+// kKeepKeys keys is given back to the allocator instead of kept.
+class ScratchLease {
+ public:
+  ScratchLease() {
+    auto& pool = Pool();
+    if (pool.empty()) {
+      s_ = new CallScratch;
+    } else {
+      s_ = pool.back().release();
+      pool.pop_back();
+    }
+  }
+  ~ScratchLease() {
+    s_->Reset();
+    if (s_->entries.capacity() > kKeepKeys || s_->groups.size() > kKeepKeys || s_->items.capacity() > kKeepKeys) {
+      delete s_;
+      return;
+    }
+    try {
+      Pool().emplace_back(s_);
+    } catch (...) {
+      delete s_;
+    }
+  }
+  ScratchLease(const ScratchLease&) = delete;
+  ScratchLease& operator=(const ScratchLease&) = delete;
+  CallScratch* operator->() const { return s_; }
+  CallScratch& operator*() const { return *s_; }
+
+ private:
+  static constexpr size_t kKeepKeys = size_t{1} << 20;
+  static std::vector<std::unique_ptr<CallScratch>>& Pool() {
+    thread_local std::vector<std::unique_ptr<CallScratch>> pool;
+    return pool;
+  }
+  CallScratch* s_;
+};
+
+// Sorts `entries` by slot and drops duplicates; a list already strictly ascending (the
+// usual case: keys passed in init order, each once) is left as it is in one pass.
+void SortBySlot(std::vector<Entry*>* entries) {
+  bool ascending = true;
+  for (size_t i = 1; i < entries->size() && ascending; ++i) ascending = (*entries)[i - 1]->slot < (*entries)[i]->slot;
+  if (ascending) return;
+  std::sort(entries->begin(), entries->end(), [](const Entry* a, const Entry* b) { return a->slot < b->slot; });
+  entries->erase(std::unique(entries->begin(), entries->end()), entries->end());
+}
+
+// Holds the mutexes of `entries` (distinct, ascending slot: SortBySlot) until destroyed.
+class EntryLocks {
+ public:
+  explicit EntryLocks(const std::vector<Entry*>& entries) : entries_(entries) {
+    size_t i = 0;
+    try {
+      for (; i < entries_.size(); ++i) entries_[i]->mu.lock();
+    } catch (...) {
+      while (i > 0) entries_[--i]->mu.unlock();
+      throw;
+    }
+  }
+  ~EntryLocks() {
+    for (Entry* e : entries_) e->mu.unlock();
+  }
+  EntryLocks(const EntryLocks&) = delete;
+  EntryLocks& operator=(const EntryLocks&) = delete;
+
+ private:
+  const std::vector<Entry*>& entries_;
 };
 
 class LocalStore final : public Store {
@@ -104,64 +219,81 @@ class LocalStore final : public Store {
       KV_CHECK(FindLocked(keys, i) == nullptr, KV_ERR_DUPLICATE_KEY,
                "duplicate init of key %s: it is already initialised", keys.Name(i).c_str());
     }
-    // Build every entry before publishing any, so a failed allocation changes nothing.
-    std::vector<std::unique_ptr<Entry>> fresh;
-    fresh.reserve(keys.size);
-    int next_str_id = static_cast<int>(str_ids_.size());
+    // Build every value before publishing any entry, so a failed allocation changes nothing.
+    std::vector<std::unique_ptr<Array>> values;
+    values.reserve(keys.size);
     for (int i = 0; i < keys.size; ++i) {
-      auto entry = std::make_unique<Entry>();
-      if (keys.kind == KeyKind::kStr) {
-        entry->is_str = true;
-        entry->str_key = keys.strs[i];
-        entry->id = next_str_id++;
-      } else {
-        entry->id = keys.ints[i];
-      }
-      entry->shape = vals[i]->shape();
-      entry->dtype = vals[i]->dtype();
       const size_t nbytes = static_cast<size_t>(ShapeSize(vals[i]->shape())) * DTypeSize(vals[i]->dtype());
-      entry->value = Array::Create(vals[i]->shape(), vals[i]->dtype(), comm_->MergeContext({vals[i]->ctx()}, nbytes));
-      if (vals[i]->is_row_sparse()) DensifyInto(*vals[i], entry->value.get());
-      else CopyArray(entry->value.get(), *vals[i]);
-      fresh.push_back(std::move(entry));
+      values.push_back(Array::Create(vals[i]->shape(), vals[i]->dtype(), comm_->MergeContext({vals[i]->ctx()}, nbytes)));
+      if (vals[i]->is_row_sparse()) DensifyInto(*vals[i], values.back().get());
+      else CopyArray(values.back().get(), *vals[i]);
     }
-    for (auto& entry : fresh) {
-      if (entry->is_str) str_ids_.emplace(entry->str_key, entry->id);
-      const int id = entry->id;
-      entries_.emplace(id, std::move(entry));
+    const size_t first = entries_.size();
+    try {
+      if (keys.kind == KeyKind::kInt) GrowIntDirect(keys);
+      for (int i = 0; i < keys.size; ++i) {
+        Entry& e = entries_.emplace_back();
+        e.slot = static_cast<int>(entries_.size() - 1);
+        if (keys.kind == KeyKind::kStr) {
+          e.is_str = true;
+          e.str_key = keys.strs[i];
+          e.id = e.slot;
+        } else {
+          e.id = keys.ints[i];
+        }
+        e.dtype = vals[i]->dtype();
+        e.shape = vals[i]->shape();
+        e.ndim = static_cast<int>(e.shape.size());
+        for (int j = 0; j < e.ndim && j < static_cast<int>(e.dims.size()); ++j) e.dims[j] = e.shape[j];
+        e.value = std::move(values[i]);
+        if (e.is_str) str_slots_.emplace(e.str_key, e.slot);
+        else if (e.id >= 0 && static_cast<size_t>(e.id) < int_direct_.size()) int_direct_[e.id] = e.slot;
+        else int_sparse_.emplace(e.id, e.slot);
+      }
+    } catch (...) {  // out of memory: unpublish this call's entries
+      while (entries_.size() > first) {
+        Entry& e = entries_.back();
+        if (e.is_str) str_slots_.erase(e.str_key);
+        else if (e.id >= 0 && static_cast<size_t>(e.id) < int_direct_.size()) int_direct_[e.id] = -1;
+        else int_sparse_.erase(e.id);
+        entries_.pop_back();
+      }
+      throw;
     }
     if (keys.size > 0) kind_ = keys.kind;
   }
 
   void Push(const KeyList& keys, const Array* const* vals, int) override {
     CheckNotInUpdater();
-    std::vector<PushGroup> groups = PlanPush(keys, vals);
-    EntryLocks locks(EntriesOf(groups));
-    ExecutePush(keys.kind, groups);
+    ScratchLease s;
+    PlanPush(keys, vals, &*s);
+    LockOrder(s->groups.data(), s->num_groups, &s->locks);
+    EntryLocks locks(s->locks);
+    ExecutePush(keys.kind, s->groups.data(), s->num_groups);
   }
 
   void Pull(const KeyList& keys, Array* const* outs, int) override {
     CheckNotInUpdater();
-    std::vector<PullItem> items = PlanPull(keys, outs);
-    EntryLocks locks(EntriesOf(items));
-    ExecutePull(items);
+    ScratchLease s;
+    PlanPull(keys, outs, &*s);
+    LockOrder(s->items.data(), s->items.size(), &s->locks);
+    EntryLocks locks(s->locks);
+    ExecutePull(s->items);
   }
 
   void PushPull(const KeyList& vkeys, const Array* const* vals, const KeyList& okeys, Array* const* outs,
                 int) override {
     CheckNotInUpdater();
-    std::vector<PushGroup> groups = PlanPush(vkeys, vals);
-    std::vector<PullItem> items = PlanPull(okeys, outs);
-    std::vector<Entry*> pushed = EntriesOf(groups);
-    std::vector<Entry*> pulled = EntriesOf(items);
-    std::sort(pushed.begin(), pushed.end());
-    std::sort(pulled.begin(), pulled.end());
-    pulled.erase(std::unique(pulled.begin(), pulled.end()), pulled.end());
-    KV_CHECK(pushed == pulled, KV_ERR_INVALID_ARGUMENT,
+    ScratchLease s;
+    PlanPush(vkeys, vals, &*s);
+    PlanPull(okeys, outs, &*s);
+    LockOrder(s->groups.data(), s->num_groups, &s->locks);
+    LockOrder(s->items.data(), s->items.size(), &s->other_locks);
+    KV_CHECK(s->locks == s->other_locks, KV_ERR_INVALID_ARGUMENT,
              "pushpull: the output keys must be the same set as the pushed keys");
-    EntryLocks locks(pushed);
-    ExecutePush(vkeys.kind, groups);
-    ExecutePull(items);
+    EntryLocks locks(s->locks);
+    ExecutePush(vkeys.kind, s->groups.data(), s->num_groups);
+    ExecutePull(s->items);
   }
 
   bool takes_row_sparse() const override { return true; }
@@ -171,12 +303,15 @@ class LocalStore final : public Store {
   // rows keeps it (steady-state pulls allocate nothing).
   void RowSparsePull(const KeyList& keys, Array* const* outs, const Array* const* row_ids, int) override {
     CheckNotInUpdater();
-    std::vector<PullItem> items = PlanPull(keys, outs, "row_sparse_pull");
+    ScratchLease s;
+    PlanPull(keys, outs, &*s, "row_sparse_pull");
+    const std::vector<PullItem>& items = s->items;
     std::vector<std::vector<int64_t>> rows(items.size());
     for (size_t i = 0; i < items.size(); ++i) {
       rows[i] = UniqueRowIds(*row_ids[i], items[i].entry->shape[0], "row_sparse_pull of key " + KeyName(*items[i].entry));
     }
-    EntryLocks locks(EntriesOf(items));
+    LockOrder(items.data(), items.size(), &s->locks);
+    EntryLocks locks(s->locks);
     std::vector<std::pair<std::shared_ptr<void>, size_t>> blocks(items.size());
     for (size_t i = 0; i < items.size(); ++i) {
       const Array& value = *items[i].entry->value;
@@ -228,7 +363,8 @@ class LocalStore final : public Store {
       std::shared_lock<std::shared_mutex> registry(registry_mu_);
       std::shared_ptr<Updater> updater = CurrentUpdater(kind_);
       optimizer::StateHolder* holder = HolderOf(updater.get(), "save_optimizer_states");
-      EntryLocks locks(AllEntriesLocked());  // no update runs until the copy is taken
+      const std::vector<Entry*> all = AllEntriesLocked();
+      EntryLocks locks(all);  // no update runs until the copy is taken
       file.optimizer = holder->OptimizerName();
       file.spec = holder->Spec();
       file.keys = holder->SaveStates();
@@ -270,7 +406,8 @@ class LocalStore final : public Store {
                "optimizer states file '%s': key %s was saved for a weight of shape %s but the stored value has shape %s",
                path.c_str(), r.Name().c_str(), ShapeToString(r.shape).c_str(), ShapeToString(e->shape).c_str());
     }
-    EntryLocks locks(AllEntriesLocked());  // no update runs while the state is replaced
+    const std::vector<Entry*> all = AllEntriesLocked();
+    EntryLocks locks(all);  // no update runs while the state is replaced
     holder->LoadStates(&file, path, true);
   }
 
@@ -311,87 +448,137 @@ class LocalStore final : public Store {
     return holder;
   }
 
-  // Requires registry_mu_ (either mode).
-  std::vector<Entry*> AllEntriesLocked() const {
+  // Requires registry_mu_ (either mode). Every entry, ascending slot (EntryLocks' order).
+  std::vector<Entry*> AllEntriesLocked() {
     std::vector<Entry*> all;
     all.reserve(entries_.size());
-    for (const auto& entry : entries_) all.push_back(entry.second.get());
+    for (Entry& e : entries_) all.push_back(&e);
     return all;
   }
 
-  // Requires registry_mu_ (either mode). The entry of a states-file key, or nullptr.
-  Entry* FindRecordLocked(const optimizer::KeyRecord& r) const {
-    if (r.is_str != (kind_ == KeyKind::kStr)) return nullptr;
-    int id = r.key;
-    if (r.is_str) {
-      auto it = str_ids_.find(r.str_key);
-      if (it == str_ids_.end()) return nullptr;
-      id = it->second;
+  // Requires registry_mu_ exclusively. Extends the direct table of int keys to cover this
+  // init's non-negative keys when they are dense enough (the table at most about twice the
+  // number of keys, plus 1024), moving the hash map's keys it now covers into it.
+  void GrowIntDirect(const KeyList& keys) {
+    int64_t top = -1;
+    for (int i = 0; i < keys.size; ++i) top = std::max<int64_t>(top, keys.ints[i]);
+    const int64_t limit = 2 * static_cast<int64_t>(entries_.size() + keys.size) + 1024;
+    if (top < static_cast<int64_t>(int_direct_.size()) || top >= limit) return;
+    int_direct_.resize(static_cast<size_t>(top) + 1, -1);
+    for (auto it = int_sparse_.begin(); it != int_sparse_.end();) {
+      if (it->first >= 0 && it->first <= top) {
+        int_direct_[it->first] = it->second;
+        it = int_sparse_.erase(it);
+      } else {
+        ++it;
+      }
     }
-    auto it = entries_.find(id);
-    return it == entries_.end() ? nullptr : it->second.get();
+  }
+
+  // Requires registry_mu_ (either mode). The slot of an int key, or -1.
+  int IntSlot(int key) const {
+    if (key >= 0 && static_cast<size_t>(key) < int_direct_.size()) return int_direct_[key];
+    auto it = int_sparse_.find(key);
+    return it == int_sparse_.end() ? -1 : it->second;
+  }
+
+  // Requires registry_mu_ (either mode). The entry of a states-file key, or nullptr.
+  Entry* FindRecordLocked(const optimizer::KeyRecord& r) {
+    if (r.is_str != (kind_ == KeyKind::kStr)) return nullptr;
+    int slot;
+    if (r.is_str) {
+      auto it = str_slots_.find(r.str_key);
+      slot = it == str_slots_.end() ? -1 : it->second;
+    } else {
+      slot = IntSlot(r.key);
+    }
+    return slot < 0 ? nullptr : &entries_[slot];
   }
 
   // Requires registry_mu_ (either mode). nullptr when the key is not initialised.
-  Entry* FindLocked(const KeyList& keys, int i) const {
-    int id;
+  Entry* FindLocked(const KeyList& keys, int i) {
+    int slot;
     if (keys.kind == KeyKind::kStr) {
-      auto it = str_ids_.find(keys.strs[i]);
-      if (it == str_ids_.end()) return nullptr;
-      id = it->second;
+      auto it = str_slots_.find(keys.strs[i]);
+      slot = it == str_slots_.end() ? -1 : it->second;
     } else {
-      id = keys.ints[i];
+      slot = IntSlot(keys.ints[i]);
     }
-    auto it = entries_.find(id);
-    return it == entries_.end() ? nullptr : it->second.get();
+    return slot < 0 ? nullptr : &entries_[slot];
   }
 
-  std::vector<Entry*> Lookup(const KeyList& keys) const {
+  // The entries of `keys` into `found`, each checked (UNKNOWN_KEY) and against its array
+  // (args[i]: a value or an output) by `check`, which throws on a mismatch. Prefetches the
+  // next keys' arrays and entries, so that with many keys the misses overlap.
+  template <typename Check>
+  void Lookup(const KeyList& keys, const Array* const* args, std::vector<Entry*>* found, Check&& check) {
     std::shared_lock<std::shared_mutex> registry(registry_mu_);
     CheckKind(keys);
-    std::vector<Entry*> found(static_cast<size_t>(keys.size));
+    found->resize(static_cast<size_t>(keys.size));
+    const bool direct = keys.kind == KeyKind::kInt;
     for (int i = 0; i < keys.size; ++i) {
-      found[i] = FindLocked(keys, i);
-      KV_CHECK(found[i] != nullptr, KV_ERR_UNKNOWN_KEY, "key %s is not initialised in store \"%s\" (call init first)",
+      if (i + 2 * kAhead < keys.size) Prefetch(args[i + 2 * kAhead]);
+      if (i + kAhead < keys.size) {
+        Prefetch(args[i + kAhead]->shape().data());
+        if (direct) {
+          const int k = keys.ints[i + kAhead];
+          if (k >= 0 && static_cast<size_t>(k) < int_direct_.size() && int_direct_[k] >= 0) {
+            Prefetch(&entries_[int_direct_[k]]);
+          }
+        }
+      }
+      Entry* e = FindLocked(keys, i);
+      KV_CHECK(e != nullptr, KV_ERR_UNKNOWN_KEY, "key %s is not initialised in store \"%s\" (call init first)",
                keys.Name(i).c_str(), type().c_str());
+      (*found)[i] = e;
+      check(*e, *args[i]);
     }
-    return found;
   }
 
   static std::string KeyName(const Entry& e) {
     return e.is_str ? "\"" + e.str_key + "\"" : std::to_string(e.id);
   }
 
-  // Groups the values by key (first-appearance order) and checks them against the stored
-  // shape and dtype, which never change after init.
-  std::vector<PushGroup> PlanPush(const KeyList& keys, const Array* const* vals) const {
-    std::vector<Entry*> entries = Lookup(keys);
-    std::vector<PushGroup> groups;
-    // Group position by entry; a linear scan is cheapest for the usual few keys, an index
-    // keeps pushes of many keys (one per model parameter) linear.
-    constexpr size_t kScanLimit = 16;
-    std::unordered_map<Entry*, size_t> index;
-    for (int i = 0; i < keys.size; ++i) {
-      Entry* e = entries[i];
-      if (e->shape != vals[i]->shape() || e->dtype != vals[i]->dtype()) {  // message built on failure only
-        CheckShapeDType(e->shape, e->dtype, *vals[i], "push to key " + KeyName(*e));
-      }
-      size_t pos = groups.size();
-      if (groups.size() <= kScanLimit) {
-        for (size_t g = 0; g < groups.size(); ++g) {
-          if (groups[g].entry == e) pos = g;
-        }
-      } else {
-        if (index.empty()) {
-          for (size_t g = 0; g < groups.size(); ++g) index.emplace(groups[g].entry, g);
-        }
-        pos = index.emplace(e, groups.size()).first->second;
-      }
-      if (pos == groups.size()) groups.push_back(PushGroup{e, {vals[i]}, false, {}});
-      else groups[pos].vals.push_back(vals[i]);
+  // Groups the values by key (first-appearance order) into s->groups and checks them against
+  // the stored shape and dtype, which never change after init. Keys that each appear once
+  // (the usual call) make one group per value without any lookup structure.
+  void PlanPush(const KeyList& keys, const Array* const* vals, CallScratch* s) {
+    Lookup(keys, vals, &s->entries, [](const Entry& e, const Array& v) {
+      if (!e.Matches(v)) CheckShapeDType(e.shape, e.dtype, v, "push to key " + KeyName(e));  // message built on failure only
+    });
+    const std::vector<Entry*>& entries = s->entries;
+    int top = 0;
+    for (Entry* e : entries) top = std::max(top, e->slot);
+    const size_t words = static_cast<size_t>(top) / 64 + 1;
+    if (s->seen.size() < words) s->seen.resize(words, 0);
+    bool repeated = false;
+    for (Entry* e : entries) {
+      uint64_t& w = s->seen[static_cast<size_t>(e->slot) / 64];
+      const uint64_t bit = uint64_t{1} << (e->slot % 64);
+      repeated |= (w & bit) != 0;
+      w |= bit;
     }
-    for (PushGroup& g : groups) PlanStorage(&g);
-    return groups;
+    for (Entry* e : entries) s->seen[static_cast<size_t>(e->slot) / 64] = 0;
+    if (s->groups.size() < entries.size()) s->groups.resize(entries.size());
+    if (!repeated) {
+      for (size_t i = 0; i < entries.size(); ++i) {
+        PushGroup& g = s->groups[i];
+        g.entry = entries[i];
+        g.vals.push_back(vals[i]);
+        ++s->num_groups;
+      }
+    } else {
+      std::unordered_map<Entry*, size_t> index;
+      for (size_t i = 0; i < entries.size(); ++i) {
+        const size_t pos = index.emplace(entries[i], s->num_groups).first->second;
+        if (pos == s->num_groups) {
+          s->groups[pos].entry = entries[i];
+          ++s->num_groups;
+        }
+        s->groups[pos].vals.push_back(vals[i]);
+      }
+    }
+    for (size_t g = 0; g < s->num_groups; ++g) PlanStorage(&s->groups[g]);
   }
 
   // Marks row_sparse groups (RowSparsePush checks their value is in host memory, under the
@@ -411,31 +598,30 @@ class LocalStore final : public Store {
     }
   }
 
-  std::vector<PullItem> PlanPull(const KeyList& keys, Array* const* outs, const char* what = "pull") const {
-    std::vector<Entry*> entries = Lookup(keys);
-    std::vector<PullItem> items;
-    items.reserve(entries.size());
-    for (int i = 0; i < keys.size; ++i) {
-      Entry* e = entries[i];
-      if (e->shape != outs[i]->shape() || e->dtype != outs[i]->dtype()) {
-        CheckShapeDType(e->shape, e->dtype, *outs[i], std::string(what) + " of key " + KeyName(*e));
-      }
-      items.push_back(PullItem{e, outs[i]});
-    }
-    return items;
+  // The (entry, output) pairs of a pull into s->items, checked. (PushPull plans its push
+  // first: s->entries is reused, the push's groups keep their entries.)
+  void PlanPull(const KeyList& keys, Array* const* outs, CallScratch* s, const char* what = "pull") {
+    s->entries.clear();
+    Lookup(keys, outs, &s->entries, [what](const Entry& e, const Array& out) {
+      if (!e.Matches(out)) CheckShapeDType(e.shape, e.dtype, out, std::string(what) + " of key " + KeyName(e));
+    });
+    s->items.reserve(s->entries.size());
+    for (int i = 0; i < keys.size; ++i) s->items.push_back(PullItem{s->entries[i], outs[i]});
   }
 
+  // The distinct entries of `list` in lock order (ascending slot) into `out`.
   template <typename T>
-  static std::vector<Entry*> EntriesOf(const std::vector<T>& list) {
-    std::vector<Entry*> out;
-    out.reserve(list.size());
-    for (const T& item : list) out.push_back(item.entry);
-    return out;
+  static void LockOrder(const T* list, size_t n, std::vector<Entry*>* out) {
+    out->clear();
+    out->reserve(n);
+    for (size_t i = 0; i < n; ++i) out->push_back(list[i].entry);
+    SortBySlot(out);
   }
 
   // Entries of `groups` are locked by the caller. Row-sparse keys are prepared first (they
   // may fail), then the dense keys run; values and state are committed only at the end.
-  void ExecutePush(KeyKind kind, std::vector<PushGroup>& groups) {
+  void ExecutePush(KeyKind kind, PushGroup* first, size_t n) {
+    const Span<PushGroup> groups{first, n};
     std::shared_ptr<Updater> updater = CurrentUpdater(kind);
     std::shared_ptr<GradientCompression::State> gc = compression_.Current();
     // Declared after `updater`: the staged state lives in the updater.
@@ -449,8 +635,9 @@ class LocalStore final : public Store {
       sparse.back().Prepare(this, updater.get(), e->id, e->is_str ? e->str_key.c_str() : nullptr, &txn);
     }
     if (!updater) {  // assign: nothing after the row_sparse sums can fail, write in place
-      for (PushGroup& g : groups) {
-        if (!g.row_sparse) Sum(gc.get(), g, g.entry->value.get());
+      for (size_t i = 0; i < n; ++i) {
+        PrefetchAhead(first, n, i);
+        if (!first[i].row_sparse) Sum(gc.get(), first[i], first[i].entry->value.get());
       }
     } else {
       UpdateDense(*updater, groups, gc.get(), &txn);
@@ -464,7 +651,7 @@ class LocalStore final : public Store {
   }
 
   // Runs `updater` on a scratch copy of each dense key's value (its `candidate`).
-  void UpdateDense(Updater& updater, std::vector<PushGroup>& groups, GradientCompression::State* gc,
+  void UpdateDense(Updater& updater, Span<PushGroup> groups, GradientCompression::State* gc,
                    UpdateTxn* txn) {
     for (PushGroup& g : groups) {
       if (g.row_sparse) continue;
@@ -504,23 +691,51 @@ class LocalStore final : public Store {
   void Sum(GradientCompression::State* gc, const PushGroup& g, Array* dst) {
     KV_PROFILE_SCOPE("reduce", KeyName(*g.entry), static_cast<int64_t>(dst->nbytes()), profile::Stat::kReduce);
     if (gc && Compression::Compresses(g.entry->dtype)) gc->Reduce(g.entry, g.vals, dst);
-    else comm_->Reduce(g.vals, dst);
+    else if (g.vals.size() != 1 || !SmallHostCopy(dst, *g.vals[0])) comm_->Reduce(g.vals, dst);
+  }
+
+  // dst <- src by memcpy when both are dense host arrays of at most kSmallCopy bytes (what
+  // the comm's and the backend's copies do for them, without their per-call lists and
+  // dispatch); false, and nothing done, otherwise. Shapes and dtypes were checked.
+  static bool SmallHostCopy(Array* dst, const Array& src) {
+    constexpr size_t kSmallCopy = 64 << 10;
+    if (dst->nbytes() > kSmallCopy || !dst->ctx().is_cpu() || !src.ctx().is_cpu() || dst->is_row_sparse() ||
+        src.is_row_sparse() || dst == &src) {
+      return false;
+    }
+    if (dst->nbytes() > 0) std::memcpy(dst->data(), src.data(), dst->nbytes());
+    return true;
+  }
+
+  // Prefetches what element i + kAhead of a push or pull will touch: the stored value's
+  // array object two steps before its data, the entry three steps before.
+  template <typename T>
+  static void PrefetchAhead(const T* list, size_t n, size_t i) {
+    if (i + 3 * kAhead < n) Prefetch(&list[i + 3 * kAhead].entry->value);
+    if (i + 2 * kAhead < n) Prefetch(list[i + 2 * kAhead].entry->value.get());
+    if (i + kAhead < n) Prefetch(list[i + kAhead].entry->value->data());
   }
 
   void ExecutePull(const std::vector<PullItem>& items) {
-    for (const PullItem& item : items) {
+    for (size_t i = 0; i < items.size(); ++i) {
+      PrefetchAhead(items.data(), items.size(), i);
+      const PullItem& item = items[i];
       KV_PROFILE_SCOPE("copy out", KeyName(*item.entry), static_cast<int64_t>(item.out->nbytes()));
-      CopyArray(item.out, *item.entry->value);
+      if (!SmallHostCopy(item.out, *item.entry->value)) CopyArray(item.out, *item.entry->value);
     }
   }
 
   std::unique_ptr<Comm> comm_;
   GradientCompression compression_;
 
-  mutable std::shared_mutex registry_mu_;  // guards kind_, entries_ and str_ids_
+  // Guards kind_, entries_ (the deque: its elements' fields say what guards them) and the
+  // three key -> slot maps.
+  mutable std::shared_mutex registry_mu_;
   KeyKind kind_ = KeyKind::kNone;
-  std::unordered_map<int, std::unique_ptr<Entry>> entries_;
-  std::unordered_map<std::string, int> str_ids_;
+  std::deque<Entry> entries_;                  // by slot
+  std::vector<int> int_direct_;                // int key -> slot (-1: none), GrowIntDirect
+  std::unordered_map<int, int> int_sparse_;    // the other int keys -> slot
+  std::unordered_map<std::string, int> str_slots_;
 
   std::mutex updater_mu_;  // guards the two registrations
   std::shared_ptr<Updater> updater_;

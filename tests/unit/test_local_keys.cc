@@ -1,0 +1,228 @@
+// test_local_keys.cc - the key registry of the in-process stores under many keys, through
+// the C ABI: int keys found by direct index and by hash (negative, far apart, and sparse
+// keys that a later, denser init brings into the direct table), string keys; pushes with
+// keys repeated and out of order (summed per key, first-appearance order of the updater's
+// calls); pushpull's same-set rule; all-or-nothing validation of a call of many keys; and a
+// push into another store from inside an updater (the per-call lists are per call, not per
+// thread).
+#include <kvstore/kvstore.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "../common/check.h"
+
+namespace {
+
+KVArrayHandle Make(float v, int64_t n = 2) {
+  KVArrayHandle a = nullptr;
+  REQUIRE_OK(KVArrayCreate(&n, 1, KV_FLOAT32, KV_CPU, 0, &a));
+  REQUIRE_OK(KVArrayFill(a, v));
+  return a;
+}
+
+float First(KVArrayHandle a) {
+  float v[2] = {0, 0};
+  REQUIRE_OK(KVArrayCopyToHost(a, v, sizeof v));
+  return v[0];
+}
+
+void FreeAll(std::vector<KVArrayHandle>& arrays) {
+  for (KVArrayHandle a : arrays) KVArrayFree(a);
+  arrays.clear();
+}
+
+// Keys in several inits: far apart and negative (hash), then a dense run that grows the
+// direct table over an earlier sparse key (5000, found by hash before, by index after).
+void TestIntKeyMaps() {
+  KVStoreHandle kv = nullptr;
+  REQUIRE_OK(KVStoreCreate("local", &kv));
+  const std::vector<std::vector<int>> inits = {{5000, -7, 2000000000}, {0, 1, 2}, {}, {}};
+  std::vector<int> dense;
+  for (int k = 3; k < 6000; ++k) {
+    if (k != 5000) dense.push_back(k);
+  }
+  std::vector<int> all;
+  for (int pass = 0; pass < 2; ++pass) {
+    const std::vector<int>& keys = pass == 0 ? inits[0] : inits[1];
+    std::vector<KVArrayHandle> vals;
+    for (int k : keys) vals.push_back(Make(static_cast<float>(k % 1000)));
+    REQUIRE_OK(KVStoreInit(kv, static_cast<int>(keys.size()), keys.data(), vals.data()));
+    FreeAll(vals);
+    all.insert(all.end(), keys.begin(), keys.end());
+  }
+  {
+    std::vector<KVArrayHandle> vals;
+    for (int k : dense) vals.push_back(Make(static_cast<float>(k % 1000)));
+    REQUIRE_OK(KVStoreInit(kv, static_cast<int>(dense.size()), dense.data(), vals.data()));
+    FreeAll(vals);
+    all.insert(all.end(), dense.begin(), dense.end());
+  }
+  // Every key, pulled in one call in reverse order: each finds its own value.
+  std::vector<int> rev(all.rbegin(), all.rend());
+  std::vector<KVArrayHandle> outs;
+  for (size_t i = 0; i < rev.size(); ++i) outs.push_back(Make(-1));
+  CHECK_OK(KVStorePull(kv, static_cast<int>(rev.size()), rev.data(), outs.data(), 0));
+  int wrong = 0;
+  for (size_t i = 0; i < rev.size(); ++i) wrong += First(outs[i]) != static_cast<float>(rev[i] % 1000);
+  CHECK_MSG(wrong == 0, "%d of %zu keys pulled a wrong value", wrong, rev.size());
+  FreeAll(outs);
+  // Each key once more: init refuses them all, including the one moved into the direct table.
+  for (int k : {5000, -7, 2000000000, 0, 5999}) {
+    KVArrayHandle v = Make(1);
+    CHECK_ERR(KVStoreInit(kv, 1, &k, &v), KV_ERR_DUPLICATE_KEY, "already initialised");
+    KVArrayFree(v);
+  }
+  // Keys never initialised, in and beyond the direct table's range.
+  for (int k : {6000, 6001, -1, 1 << 30}) {
+    KVArrayHandle o = Make(0);
+    CHECK_ERR(KVStorePull(kv, 1, &k, &o, 0), KV_ERR_UNKNOWN_KEY, "not initialised");
+    KVArrayFree(o);
+  }
+  KVStoreFree(kv);
+}
+
+struct Calls {
+  std::vector<int> keys;
+  KVStoreHandle other = nullptr;  // pushed into from inside the updater when set
+};
+
+int RecordingUpdater(int key, KVArrayHandle recv, KVArrayHandle stored, void* user) {
+  auto* calls = static_cast<Calls*>(user);
+  calls->keys.push_back(key);
+  if (calls->other) {
+    const int k = 0;
+    if (KVStorePush(calls->other, 1, &k, &recv, 0) != 0) return -1;
+  }
+  return KVArrayCopy(stored, recv);
+}
+
+// Repeated and unordered keys: values summed per key, the updater called once per key in
+// first-appearance order; the same through a nested push into another store.
+void TestRepeatedKeys(bool nested) {
+  KVStoreHandle kv = nullptr, other = nullptr;
+  REQUIRE_OK(KVStoreCreate("local", &kv));
+  REQUIRE_OK(KVStoreCreate("local", &other));
+  const int n = 100;
+  std::vector<int> keys;
+  std::vector<KVArrayHandle> vals;
+  for (int k = 0; k < n; ++k) {
+    keys.push_back(k);
+    vals.push_back(Make(0));
+  }
+  REQUIRE_OK(KVStoreInit(kv, n, keys.data(), vals.data()));
+  const int zero = 0;
+  REQUIRE_OK(KVStoreInit(other, 1, &zero, vals.data()));
+  FreeAll(vals);
+  Calls calls;
+  if (nested) calls.other = other;
+  REQUIRE_OK(KVStoreSetUpdater(kv, RecordingUpdater, &calls, nullptr));
+  // 99, 98, ..., 0, then every even key again: odd keys get 1, even keys 1 + 2.
+  std::vector<int> push;
+  for (int k = n - 1; k >= 0; --k) {
+    push.push_back(k);
+    vals.push_back(Make(1));
+  }
+  for (int k = 0; k < n; k += 2) {
+    push.push_back(k);
+    vals.push_back(Make(2));
+  }
+  CHECK_OK(KVStorePush(kv, static_cast<int>(push.size()), push.data(), vals.data(), 0));
+  FreeAll(vals);
+  CHECK(calls.keys.size() == static_cast<size_t>(n));
+  bool order = calls.keys.size() == static_cast<size_t>(n);
+  for (size_t i = 0; order && i < calls.keys.size(); ++i) order = calls.keys[i] == n - 1 - static_cast<int>(i);
+  CHECK_MSG(order, "the updater ran the keys out of first-appearance order");
+  std::vector<KVArrayHandle> outs;
+  for (int k = 0; k < n; ++k) outs.push_back(Make(-1));
+  CHECK_OK(KVStorePull(kv, n, keys.data(), outs.data(), 0));
+  int wrong = 0;
+  for (int k = 0; k < n; ++k) wrong += First(outs[k]) != (k % 2 == 0 ? 3.0f : 1.0f);
+  CHECK_MSG(wrong == 0, "%d keys hold a wrong sum", wrong);
+  FreeAll(outs);
+  if (nested) {  // the other store's key 0 got the last value the updater saw
+    KVArrayHandle o = Make(-1);
+    CHECK_OK(KVStorePull(other, 1, &zero, &o, 0));
+    CHECK(First(o) == 3.0f);
+    KVArrayFree(o);
+  }
+  KVStoreFree(kv);
+  KVStoreFree(other);
+}
+
+// A bad shape or an unknown key late in a call of many keys changes none of them; pushpull
+// refuses output keys that are not the pushed set, in any order.
+void TestAllOrNothing() {
+  KVStoreHandle kv = nullptr;
+  REQUIRE_OK(KVStoreCreate("local", &kv));
+  const int n = 5000;
+  std::vector<int> keys;
+  std::vector<KVArrayHandle> vals, outs;
+  for (int k = 0; k < n; ++k) {
+    keys.push_back(k);
+    vals.push_back(Make(1));
+    outs.push_back(Make(-1));
+  }
+  REQUIRE_OK(KVStoreInit(kv, n, keys.data(), vals.data()));
+  KVArrayHandle wide = Make(7, 3);
+  std::swap(vals[n - 1], wide);
+  CHECK_ERR(KVStorePush(kv, n, keys.data(), vals.data(), 0), KV_ERR_SHAPE_MISMATCH, "push to key 4999");
+  std::swap(vals[n - 1], wide);
+  for (KVArrayHandle v : vals) REQUIRE_OK(KVArrayFill(v, 5));
+  keys[n - 1] = n;
+  CHECK_ERR(KVStorePush(kv, n, keys.data(), vals.data(), 0), KV_ERR_UNKNOWN_KEY, "key 5000");
+  keys[n - 1] = n - 1;
+  CHECK_OK(KVStorePull(kv, n, keys.data(), outs.data(), 0));
+  int changed = 0;
+  for (KVArrayHandle o : outs) changed += First(o) != 1.0f;
+  CHECK_MSG(changed == 0, "%d keys changed by failed pushes", changed);
+  // pushpull: reversed outputs are the same set; one key short is not.
+  std::vector<int> rev(keys.rbegin(), keys.rend());
+  CHECK_OK(KVStorePushPull(kv, n, keys.data(), vals.data(), n, rev.data(), outs.data(), 0));
+  CHECK(First(outs[0]) == 5.0f);
+  CHECK_ERR(KVStorePushPull(kv, n, keys.data(), vals.data(), n - 1, rev.data(), outs.data(), 0),
+            KV_ERR_INVALID_ARGUMENT, "same set");
+  FreeAll(vals);
+  FreeAll(outs);
+  KVArrayFree(wide);
+  KVStoreFree(kv);
+}
+
+// String keys: found by name in any order, unknown ones refused.
+void TestStrKeys() {
+  KVStoreHandle kv = nullptr;
+  REQUIRE_OK(KVStoreCreate("local", &kv));
+  const int n = 3000;
+  std::vector<std::string> names;
+  std::vector<const char*> keys;
+  std::vector<KVArrayHandle> vals, outs;
+  for (int k = 0; k < n; ++k) names.push_back("w" + std::to_string(k));
+  for (int k = 0; k < n; ++k) {
+    keys.push_back(names[k].c_str());
+    vals.push_back(Make(static_cast<float>(k)));
+    outs.push_back(Make(-1));
+  }
+  REQUIRE_OK(KVStoreInitStr(kv, n, keys.data(), vals.data()));
+  std::vector<const char*> rev(keys.rbegin(), keys.rend());
+  CHECK_OK(KVStorePullStr(kv, n, rev.data(), outs.data(), 0));
+  int wrong = 0;
+  for (int i = 0; i < n; ++i) wrong += First(outs[i]) != static_cast<float>(n - 1 - i);
+  CHECK_MSG(wrong == 0, "%d string keys pulled a wrong value", wrong);
+  const char* unknown = "w3000";
+  CHECK_ERR(KVStorePullStr(kv, 1, &unknown, outs.data(), 0), KV_ERR_UNKNOWN_KEY, "\"w3000\"");
+  FreeAll(vals);
+  FreeAll(outs);
+  KVStoreFree(kv);
+}
+
+}  // namespace
+
+int main() {
+  TestIntKeyMaps();
+  TestRepeatedKeys(false);
+  TestRepeatedKeys(true);
+  TestAllOrNothing();
+  TestStrKeys();
+  return check_summary_named("unit_local_keys");
+}
