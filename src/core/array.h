@@ -49,7 +49,7 @@ int64_t ShapeSize(const Shape& shape);          // product; 1 for rank 0
 }  // namespace kvstore
 
 // The handle type of the C ABI is the array class itself.
-struct KVArray_ {
+struct alignas(64) KVArray_ {
  public:
   // Allocates a zero-filled array. Throws INVALID_ARGUMENT, DEVICE, OUT_OF_MEMORY.
   static std::unique_ptr<KVArray_> Create(const kvstore::Shape& shape, int dtype,
@@ -153,25 +153,29 @@ struct KVArray_ {
                  std::memory_order_release);
   }
 
+  // The fields every data call reads (shape, dtype, storage type, context, data, the call
+  // gate and the pending-work flag) share the object's first cache line (the class is
+  // 64-byte aligned): with many keys per call each array costs one miss, not three.
   kvstore::Shape shape_;
   int dtype_;
-  kvstore::Context ctx_;
   int stype_ = KV_STYPE_DEFAULT;
-  std::vector<int64_t> row_ids_;
-  int64_t size_ = 0;
-  size_t nbytes_ = 0;
-  size_t storage_bytes_ = 0;
+  kvstore::Context ctx_;
   void* data_ = nullptr;
-  std::shared_ptr<void> storage_;
+  size_t nbytes_ = 0;
   kvstore::CallGate call_gate_;
+  // No pending write, read or unreported error: the waits return without taking
+  // pending_mu_. Written under pending_mu_ (release) by every change of the pending counts
+  // and error below; an acquire load of true orders the caller after the last producer's
+  // writes.
+  std::atomic<bool> quiet_{true};
   bool caller_owned_ = false;
+  int64_t size_ = 0;
+  std::vector<int64_t> row_ids_;
+  size_t storage_bytes_ = 0;
+  std::shared_ptr<void> storage_;
 
   std::mutex pending_mu_;
   std::condition_variable pending_cv_;
-  // No pending write, read or unreported error: the waits return without taking
-  // pending_mu_. Written under pending_mu_ (release) by every change of the three fields
-  // below; an acquire load of true orders the caller after the last producer's writes.
-  std::atomic<bool> quiet_{true};
   int pending_reads_ = 0;
   bool exposed_ = false;
   bool release_requested_ = false;  // Release ran while reads were pending

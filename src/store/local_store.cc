@@ -7,8 +7,9 @@
 //    addresses, contiguous in chunks. Int keys in [0, int_direct_.size()) find their slot by
 //    direct index, the others through a hash map; string keys through a hash map, and a
 //    string key's internal id is its slot.
-//  - Every operation on a key holds that entry's mutex for its whole duration; a call that
-//    touches several keys locks their entries in ascending slot order (no lock-order cycles).
+//  - Every operation on a key holds the lock of its slot's stripe (KeyStripes) for its whole
+//    duration; a call that touches several keys takes their stripes in ascending order (no
+//    lock-order cycles).
 //  - A data call's per-key lists live in a CallScratch leased from the calling thread's pool
 //    and returned with its capacity, so a steady stream of calls allocates nothing per key.
 //  - A call validates everything (keys, shapes, dtypes, outputs) before it writes anything.
@@ -51,22 +52,23 @@ namespace {
 
 using compression::Compression;
 
-struct Entry {
+// 64-byte aligned, the fields a push or pull of the key reads (its slot, shape, dtype and
+// value) in the first cache line. Its lock is the store's stripe of its slot (KeyStripes).
+struct alignas(64) Entry {
   int id = 0;               // the int key, or the internal id (the slot) of a string key
   int slot = 0;             // position in LocalStore::entries_
-  bool is_str = false;      // string key (str_key may then be empty) or int key
-  int dtype = 0;            // fixed at init; readable without `mu`
+  int dtype = 0;            // fixed at init; readable without the key's lock
   int ndim = 0;             // shape.size()
   std::array<int64_t, 4> dims{};  // shape, when ndim <= 4: compared without touching `shape`
-  Shape shape;              // fixed at init; readable without `mu`
-  std::mutex mu;            // serialises operations on this key
   std::unique_ptr<Array> value;
+  bool is_str = false;      // string key (str_key may then be empty) or int key
+  Shape shape;              // fixed at init; readable without the key's lock
   std::string str_key;      // the string key
   std::unique_ptr<Array> merged;     // private copy of the pushed sum handed to the updater
   std::unique_ptr<Array> candidate;  // the updater's output, committed on success
   RowScratch rows_grad, rows_weight;  // lazy row_sparse pushes (store/row_sparse.h)
 
-  // Whether `a` has this entry's shape and dtype (readable without `mu`).
+  // Whether `a` has this entry's shape and dtype (readable without the key's lock).
   bool Matches(const Array& a) const {
     if (a.dtype() != dtype || a.ndim() != ndim) return false;
     if (ndim > static_cast<int>(dims.size())) return a.shape() == shape;
@@ -93,6 +95,70 @@ struct Span {
   T* end() const { return first + n; }
 };
 
+// The locks of a store's keys: slot i is guarded by stripe (i / kRun) % kStripes, so that a
+// call of many consecutive keys takes one lock per kRun keys, and a store's lock memory is
+// fixed (the array never moves: no registry lock is needed to reach it). Stripes are taken
+// in ascending index order (no lock-order cycles); keys that share a stripe serialise, as
+// operations on one key must. 32 stripes: few enough that a call holding all of them stays
+// within what ThreadSanitizer tracks per thread (64 locks), and SaveOptimizerStates' lock of
+// every key is 32 locks, not one per key.
+class KeyStripes {
+ public:
+  static constexpr int kRun = 16;
+  static constexpr int kStripes = 32;
+
+  // The stripes a call needs, as a bitmap: duplicates collapse, order comes from the bits.
+  struct Set {
+    std::array<uint64_t, (kStripes + 63) / 64> words{};
+    void Add(int slot) {
+      const unsigned stripe = static_cast<unsigned>(slot / kRun) % kStripes;
+      words[stripe / 64] |= uint64_t{1} << (stripe % 64);
+    }
+    void AddAll() {
+      for (int i = 0; i < kStripes; ++i) words[i / 64] |= uint64_t{1} << (i % 64);
+    }
+  };
+
+  // Holds the stripes of `set` until destroyed.
+  class Hold {
+   public:
+    Hold(KeyStripes& stripes, const Set& set) : stripes_(stripes), set_(set) {
+      int locked = 0;
+      try {
+        ForEach([&](int i) {
+          stripes_.mu_[i].lock();
+          ++locked;
+        });
+      } catch (...) {
+        ForEach([&](int i) {
+          if (locked-- > 0) stripes_.mu_[i].unlock();
+        });
+        throw;
+      }
+    }
+    ~Hold() {
+      ForEach([&](int i) { stripes_.mu_[i].unlock(); });
+    }
+    Hold(const Hold&) = delete;
+    Hold& operator=(const Hold&) = delete;
+
+   private:
+    template <typename Fn>
+    void ForEach(Fn&& fn) const {
+      for (size_t w = 0; w < set_.words.size(); ++w) {
+        for (uint64_t bits = set_.words[w]; bits != 0; bits &= bits - 1) {
+          fn(static_cast<int>(w * 64 + static_cast<size_t>(__builtin_ctzll(bits))));
+        }
+      }
+    }
+    KeyStripes& stripes_;
+    const Set& set_;
+  };
+
+ private:
+  std::array<std::mutex, kStripes> mu_;
+};
+
 struct PushGroup {
   Entry* entry;
   std::vector<const Array*> vals;
@@ -111,15 +177,18 @@ struct PullItem {
 // `used` elements were reset) except for their capacity, and `seen` is all zero.
 struct CallScratch {
   std::vector<Entry*> entries;       // of the call's keys, in argument order
+  std::vector<int> slots;            // their slots
   std::vector<PushGroup> groups;     // groups[0, num_groups) are the push's
   size_t num_groups = 0;
   std::vector<PullItem> items;
-  std::vector<Entry*> locks;         // the distinct entries to lock, ascending slot
+  std::vector<Entry*> locks;         // the distinct entries, ascending slot (pushpull: pushed)
   std::vector<Entry*> other_locks;   // pushpull: the pulled set, compared with `locks`
+  KeyStripes::Set stripes;           // the stripes to lock
   std::vector<uint64_t> seen;        // one bit per slot: duplicate detection
 
   void Reset() {
     entries.clear();
+    slots.clear();
     for (size_t g = 0; g < num_groups; ++g) {
       groups[g].vals.clear();
       groups[g].densified.clear();
@@ -129,6 +198,7 @@ struct CallScratch {
     items.clear();
     locks.clear();
     other_locks.clear();
+    stripes = KeyStripes::Set{};
   }
 };
 
@@ -148,7 +218,8 @@ class ScratchLease {
   }
   ~ScratchLease() {
     s_->Reset();
-    if (s_->entries.capacity() > kKeepKeys || s_->groups.size() > kKeepKeys || s_->items.capacity() > kKeepKeys) {
+    if (s_->entries.capacity() > kKeepKeys || s_->groups.size() > kKeepKeys || s_->items.capacity() > kKeepKeys ||
+        s_->seen.size() > kKeepKeys / 64) {
       delete s_;
       return;
     }
@@ -181,28 +252,6 @@ void SortBySlot(std::vector<Entry*>* entries) {
   std::sort(entries->begin(), entries->end(), [](const Entry* a, const Entry* b) { return a->slot < b->slot; });
   entries->erase(std::unique(entries->begin(), entries->end()), entries->end());
 }
-
-// Holds the mutexes of `entries` (distinct, ascending slot: SortBySlot) until destroyed.
-class EntryLocks {
- public:
-  explicit EntryLocks(const std::vector<Entry*>& entries) : entries_(entries) {
-    size_t i = 0;
-    try {
-      for (; i < entries_.size(); ++i) entries_[i]->mu.lock();
-    } catch (...) {
-      while (i > 0) entries_[--i]->mu.unlock();
-      throw;
-    }
-  }
-  ~EntryLocks() {
-    for (Entry* e : entries_) e->mu.unlock();
-  }
-  EntryLocks(const EntryLocks&) = delete;
-  EntryLocks& operator=(const EntryLocks&) = delete;
-
- private:
-  const std::vector<Entry*>& entries_;
-};
 
 class LocalStore final : public Store {
  public:
@@ -266,18 +315,16 @@ class LocalStore final : public Store {
   void Push(const KeyList& keys, const Array* const* vals, int) override {
     CheckNotInUpdater();
     ScratchLease s;
-    PlanPush(keys, vals, &*s);
-    LockOrder(s->groups.data(), s->num_groups, &s->locks);
-    EntryLocks locks(s->locks);
+    PlanPush(keys, vals, &*s, &s->locks);
+    KeyStripes::Hold locks(stripes_, s->stripes);
     ExecutePush(keys.kind, s->groups.data(), s->num_groups);
   }
 
   void Pull(const KeyList& keys, Array* const* outs, int) override {
     CheckNotInUpdater();
     ScratchLease s;
-    PlanPull(keys, outs, &*s);
-    LockOrder(s->items.data(), s->items.size(), &s->locks);
-    EntryLocks locks(s->locks);
+    PlanPull(keys, outs, &*s, &s->locks);
+    KeyStripes::Hold locks(stripes_, s->stripes);
     ExecutePull(s->items);
   }
 
@@ -285,13 +332,11 @@ class LocalStore final : public Store {
                 int) override {
     CheckNotInUpdater();
     ScratchLease s;
-    PlanPush(vkeys, vals, &*s);
-    PlanPull(okeys, outs, &*s);
-    LockOrder(s->groups.data(), s->num_groups, &s->locks);
-    LockOrder(s->items.data(), s->items.size(), &s->other_locks);
+    PlanPush(vkeys, vals, &*s, &s->locks);
+    PlanPull(okeys, outs, &*s, &s->other_locks);
     KV_CHECK(s->locks == s->other_locks, KV_ERR_INVALID_ARGUMENT,
              "pushpull: the output keys must be the same set as the pushed keys");
-    EntryLocks locks(s->locks);
+    KeyStripes::Hold locks(stripes_, s->stripes);  // the pulled keys are the pushed ones
     ExecutePush(vkeys.kind, s->groups.data(), s->num_groups);
     ExecutePull(s->items);
   }
@@ -304,14 +349,13 @@ class LocalStore final : public Store {
   void RowSparsePull(const KeyList& keys, Array* const* outs, const Array* const* row_ids, int) override {
     CheckNotInUpdater();
     ScratchLease s;
-    PlanPull(keys, outs, &*s, "row_sparse_pull");
+    PlanPull(keys, outs, &*s, &s->locks, "row_sparse_pull");
     const std::vector<PullItem>& items = s->items;
     std::vector<std::vector<int64_t>> rows(items.size());
     for (size_t i = 0; i < items.size(); ++i) {
       rows[i] = UniqueRowIds(*row_ids[i], items[i].entry->shape[0], "row_sparse_pull of key " + KeyName(*items[i].entry));
     }
-    LockOrder(items.data(), items.size(), &s->locks);
-    EntryLocks locks(s->locks);
+    KeyStripes::Hold locks(stripes_, s->stripes);
     std::vector<std::pair<std::shared_ptr<void>, size_t>> blocks(items.size());
     for (size_t i = 0; i < items.size(); ++i) {
       const Array& value = *items[i].entry->value;
@@ -363,8 +407,9 @@ class LocalStore final : public Store {
       std::shared_lock<std::shared_mutex> registry(registry_mu_);
       std::shared_ptr<Updater> updater = CurrentUpdater(kind_);
       optimizer::StateHolder* holder = HolderOf(updater.get(), "save_optimizer_states");
-      const std::vector<Entry*> all = AllEntriesLocked();
-      EntryLocks locks(all);  // no update runs until the copy is taken
+      KeyStripes::Set all;
+      all.AddAll();
+      KeyStripes::Hold locks(stripes_, all);  // no update runs until the copy is taken
       file.optimizer = holder->OptimizerName();
       file.spec = holder->Spec();
       file.keys = holder->SaveStates();
@@ -406,8 +451,9 @@ class LocalStore final : public Store {
                "optimizer states file '%s': key %s was saved for a weight of shape %s but the stored value has shape %s",
                path.c_str(), r.Name().c_str(), ShapeToString(r.shape).c_str(), ShapeToString(e->shape).c_str());
     }
-    const std::vector<Entry*> all = AllEntriesLocked();
-    EntryLocks locks(all);  // no update runs while the state is replaced
+    KeyStripes::Set all;
+    all.AddAll();
+    KeyStripes::Hold locks(stripes_, all);  // no update runs while the state is replaced
     holder->LoadStates(&file, path, true);
   }
 
@@ -446,14 +492,6 @@ class LocalStore final : public Store {
              "store can save (a callback updater's state is its own)", what, type().c_str(),
              updater ? "a callback updater" : "no optimizer");
     return holder;
-  }
-
-  // Requires registry_mu_ (either mode). Every entry, ascending slot (EntryLocks' order).
-  std::vector<Entry*> AllEntriesLocked() {
-    std::vector<Entry*> all;
-    all.reserve(entries_.size());
-    for (Entry& e : entries_) all.push_back(&e);
-    return all;
   }
 
   // Requires registry_mu_ exclusively. Extends the direct table of int keys to cover this
@@ -507,15 +545,21 @@ class LocalStore final : public Store {
     return slot < 0 ? nullptr : &entries_[slot];
   }
 
-  // The entries of `keys` into `found`, each checked (UNKNOWN_KEY) and against its array
-  // (args[i]: a value or an output) by `check`, which throws on a mismatch. Prefetches the
-  // next keys' arrays and entries, so that with many keys the misses overlap.
+  // The entries of `keys` into s->entries and their slots into s->slots, each checked
+  // (UNKNOWN_KEY) and against its array (args[i]: a value or an output) by `check`, which
+  // throws on a mismatch. Returns whether the slots are strictly ascending (keys in init
+  // order, each once: the lock order as it is). Prefetches the next keys' arrays and
+  // entries, so that with many keys the misses overlap; everything a later pass needs of an
+  // entry or array is read here, while its line is loaded.
   template <typename Check>
-  void Lookup(const KeyList& keys, const Array* const* args, std::vector<Entry*>* found, Check&& check) {
+  bool Lookup(const KeyList& keys, const Array* const* args, CallScratch* s, Check&& check) {
     std::shared_lock<std::shared_mutex> registry(registry_mu_);
     CheckKind(keys);
-    found->resize(static_cast<size_t>(keys.size));
+    s->entries.resize(static_cast<size_t>(keys.size));
+    s->slots.resize(static_cast<size_t>(keys.size));
     const bool direct = keys.kind == KeyKind::kInt;
+    bool ascending = true;
+    int prev = -1;
     for (int i = 0; i < keys.size; ++i) {
       if (i + 2 * kAhead < keys.size) Prefetch(args[i + 2 * kAhead]);
       if (i + kAhead < keys.size) {
@@ -530,43 +574,55 @@ class LocalStore final : public Store {
       Entry* e = FindLocked(keys, i);
       KV_CHECK(e != nullptr, KV_ERR_UNKNOWN_KEY, "key %s is not initialised in store \"%s\" (call init first)",
                keys.Name(i).c_str(), type().c_str());
-      (*found)[i] = e;
       check(*e, *args[i]);
+      s->entries[i] = e;
+      s->slots[i] = e->slot;
+      ascending &= e->slot > prev;
+      prev = e->slot;
     }
+    return ascending;
+  }
+
+  // Whether a slot appears more than once in s->slots (a bitmap over the slots, all zero
+  // again on return).
+  static bool Repeats(CallScratch* s) {
+    int top = 0;
+    for (int slot : s->slots) top = std::max(top, slot);
+    if (s->seen.size() <= static_cast<size_t>(top) / 64) s->seen.resize(static_cast<size_t>(top) / 64 + 1, 0);
+    bool repeated = false;
+    for (int slot : s->slots) {
+      uint64_t& w = s->seen[static_cast<size_t>(slot) / 64];
+      const uint64_t bit = uint64_t{1} << (slot % 64);
+      repeated |= (w & bit) != 0;
+      w |= bit;
+    }
+    for (int slot : s->slots) s->seen[static_cast<size_t>(slot) / 64] = 0;
+    return repeated;
   }
 
   static std::string KeyName(const Entry& e) {
     return e.is_str ? "\"" + e.str_key + "\"" : std::to_string(e.id);
   }
 
-  // Groups the values by key (first-appearance order) into s->groups and checks them against
-  // the stored shape and dtype, which never change after init. Keys that each appear once
-  // (the usual call) make one group per value without any lookup structure.
-  void PlanPush(const KeyList& keys, const Array* const* vals, CallScratch* s) {
-    Lookup(keys, vals, &s->entries, [](const Entry& e, const Array& v) {
+  // Groups the values by key (first-appearance order) into s->groups, checks them against
+  // the stored shape and dtype (which never change after init), and puts the entries to
+  // lock into `locks` (LockOrder). Keys that each appear once (the usual call) make one
+  // group per value without any lookup structure.
+  void PlanPush(const KeyList& keys, const Array* const* vals, CallScratch* s, std::vector<Entry*>* locks) {
+    bool any_sparse = false;
+    const bool ascending = Lookup(keys, vals, s, [&any_sparse](const Entry& e, const Array& v) {
       if (!e.Matches(v)) CheckShapeDType(e.shape, e.dtype, v, "push to key " + KeyName(e));  // message built on failure only
+      any_sparse |= v.is_row_sparse();
     });
     const std::vector<Entry*>& entries = s->entries;
-    int top = 0;
-    for (Entry* e : entries) top = std::max(top, e->slot);
-    const size_t words = static_cast<size_t>(top) / 64 + 1;
-    if (s->seen.size() < words) s->seen.resize(words, 0);
-    bool repeated = false;
-    for (Entry* e : entries) {
-      uint64_t& w = s->seen[static_cast<size_t>(e->slot) / 64];
-      const uint64_t bit = uint64_t{1} << (e->slot % 64);
-      repeated |= (w & bit) != 0;
-      w |= bit;
-    }
-    for (Entry* e : entries) s->seen[static_cast<size_t>(e->slot) / 64] = 0;
     if (s->groups.size() < entries.size()) s->groups.resize(entries.size());
-    if (!repeated) {
+    if (ascending || !Repeats(s)) {
       for (size_t i = 0; i < entries.size(); ++i) {
         PushGroup& g = s->groups[i];
         g.entry = entries[i];
         g.vals.push_back(vals[i]);
-        ++s->num_groups;
       }
+      s->num_groups = entries.size();
     } else {
       std::unordered_map<Entry*, size_t> index;
       for (size_t i = 0; i < entries.size(); ++i) {
@@ -578,7 +634,12 @@ class LocalStore final : public Store {
         s->groups[pos].vals.push_back(vals[i]);
       }
     }
-    for (size_t g = 0; g < s->num_groups; ++g) PlanStorage(&s->groups[g]);
+    if (any_sparse) {
+      for (size_t g = 0; g < s->num_groups; ++g) PlanStorage(&s->groups[g]);
+    }
+    if (ascending) *locks = entries;
+    else LockOrder(s->groups.data(), s->num_groups, locks);
+    for (int slot : s->slots) s->stripes.Add(slot);
   }
 
   // Marks row_sparse groups (RowSparsePush checks their value is in host memory, under the
@@ -598,15 +659,19 @@ class LocalStore final : public Store {
     }
   }
 
-  // The (entry, output) pairs of a pull into s->items, checked. (PushPull plans its push
-  // first: s->entries is reused, the push's groups keep their entries.)
-  void PlanPull(const KeyList& keys, Array* const* outs, CallScratch* s, const char* what = "pull") {
-    s->entries.clear();
-    Lookup(keys, outs, &s->entries, [what](const Entry& e, const Array& out) {
+  // The (entry, output) pairs of a pull into s->items, checked, and the entries to lock
+  // into `locks` (LockOrder). (PushPull plans its push first: s->entries is reused, the
+  // push's groups keep their entries.)
+  void PlanPull(const KeyList& keys, Array* const* outs, CallScratch* s, std::vector<Entry*>* locks,
+                const char* what = "pull") {
+    const bool ascending = Lookup(keys, outs, s, [what](const Entry& e, const Array& out) {
       if (!e.Matches(out)) CheckShapeDType(e.shape, e.dtype, out, std::string(what) + " of key " + KeyName(e));
     });
-    s->items.reserve(s->entries.size());
-    for (int i = 0; i < keys.size; ++i) s->items.push_back(PullItem{s->entries[i], outs[i]});
+    s->items.resize(s->entries.size());
+    for (int i = 0; i < keys.size; ++i) s->items[i] = PullItem{s->entries[i], outs[i]};
+    if (ascending) *locks = s->entries;
+    else LockOrder(s->items.data(), s->items.size(), locks);
+    for (int slot : s->slots) s->stripes.Add(slot);
   }
 
   // The distinct entries of `list` in lock order (ascending slot) into `out`.
@@ -736,6 +801,8 @@ class LocalStore final : public Store {
   std::vector<int> int_direct_;                // int key -> slot (-1: none), GrowIntDirect
   std::unordered_map<int, int> int_sparse_;    // the other int keys -> slot
   std::unordered_map<std::string, int> str_slots_;
+
+  KeyStripes stripes_;     // the keys' locks
 
   std::mutex updater_mu_;  // guards the two registrations
   std::shared_ptr<Updater> updater_;
