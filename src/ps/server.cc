@@ -153,20 +153,14 @@ void Server::Reply(const std::string& rid, uint64_t req_id, int status, const st
   SendMessage(sock_, &rid, h, status == 0 ? std::string() : msg, p, &shm_);
 }
 
-KeyState* Server::Lookup(const Message& m, bool create, std::string* key_id) {
-  *key_id = KeyId::MapKeyOf(m.h, m.str);
-  auto it = keys_.find(*key_id);
-  if (it != keys_.end()) return &it->second;
-  if (!create) return nullptr;
-  const KeyId id = KeyId::FromWire(m.h, m.str);
-  const bool is_str = id.is_str;
-  KeyState& k = keys_[*key_id];
-  k.is_str = is_str;
-  k.int_key = m.h.key;
-  k.name = is_str ? m.str : std::string();
-  k.display = id.Display();
-  k.updater_id = is_str ? next_str_id_++ : static_cast<int>(m.h.key);
-  return &k;
+KeyState* Server::Lookup(const Message& m, bool create) {
+  const bool is_str = (m.h.flags & kFlagStrKey) != 0;
+  KeyState* k = keys_.Find(is_str, m.h.key, m.str);
+  if (k != nullptr || !create) return k;
+  k = keys_.Insert(is_str, m.h.key, m.str);
+  k->display = KeyId::FromWire(m.h, m.str).Display();
+  k->updater_id = is_str ? next_str_id_++ : static_cast<int>(m.h.key);
+  return k;
 }
 
 void Server::HandleWorker(Message& m) {
@@ -274,8 +268,7 @@ void Server::HandleSetOptimizer(const Message& m) {
 void Server::HandleData(Message& m, int rank) {
   const auto type = static_cast<MsgType>(m.h.type);
   if (!SameMode(m, rank)) return;
-  std::string key_id;
-  KeyState* k = Lookup(m, type == MsgType::kInit, &key_id);
+  KeyState* k = Lookup(m, type == MsgType::kInit);
   if (type == MsgType::kInit) {
     HandleInit(m, k);
     return;

@@ -60,6 +60,7 @@
 
 #include "compression/compression.h"
 #include "ps/compressed_pull.h"
+#include "ps/key_table.h"
 #include "ps/ps.h"
 #include "ps/scheduler_link.h"
 #include "ps/security.h"
@@ -160,7 +161,8 @@ class Server {
     if (r.type == MsgType::kPull && status == 0 && with_value != nullptr) return ReplyPull(r, *with_value);
     Reply(r.routing_id, r.req_id, status, msg, with_value);
   }
-  KeyState* Lookup(const Message& m, bool create, std::string* key_id);
+  // The part of the key `m` names, or nullptr; with `create`, a new part when there is none.
+  KeyState* Lookup(const Message& m, bool create);
 
   // compressed_pull.cc: the answer to a dense pull, compressed when asked.
   void ReplyPull(const Req& r, const KeyState& k);
@@ -201,8 +203,9 @@ class Server {
   int rank_ = -1;
   int num_workers_ = 0;
   int mode_ = -1;  // -1 unknown, 0 async, 1 sync (fixed by the first data message)
-  // By KeyId::MapKey. Node-based: a KeyState's address never changes.
-  std::unordered_map<std::string, KeyState> keys_;
+  // By the key's identity (int key, or string key's text); a KeyState's address never
+  // changes (key_table.h).
+  KeyTable<KeyState> keys_;
   std::unordered_set<KeyState*> waiting_;  // keys with queued requests
   // Keys with a round pending, by the arrival of its oldest push (KeyState::round_since):
   // CheckRoundTimeouts looks at the oldest only, so each turn of the loop costs O(1) and

@@ -71,10 +71,10 @@ void Server::HandleLoadStates(const Message& m) {
       id.is_str = r.is_str;
       id.int_key = r.key;
       id.name = r.str_key;
-      auto it = keys_.find(id.MapKey());
-      KV_CHECK(it != keys_.end(), KV_ERR_UNKNOWN_KEY, "server %d holds no part of key %s", rank_,
+      const KeyState* found = keys_.Find(id.is_str, id.int_key, id.name);
+      KV_CHECK(found != nullptr, KV_ERR_UNKNOWN_KEY, "server %d holds no part of key %s", rank_,
                id.Display().c_str());
-      const KeyState& k = it->second;
+      const KeyState& k = *found;
       KV_CHECK(r.dtype == k.dtype && ShapeSize(r.shape) == k.count, KV_ERR_SHAPE_MISMATCH,
                "server %d: the state sent for key %s is for %s %s, its part is %lld elements of %s",
                rank_, id.Display().c_str(), DTypeName(r.dtype), ShapeToString(r.shape).c_str(),
