@@ -18,9 +18,12 @@
 //              load on a shared machine) and the ratio to the first K (flat cost: 1.0), beside a raw baseline of two memcpy per key
 //              between K separately allocated buffers of each kind (what scattered memory
 //              costs at that K). Init is one
-//              call of K keys into a fresh store, timed once per K.
+//              call of K keys into a fresh store, timed once per K. --key-op times another
+//              call instead of push+pull: push, pull, pushpull (one call), or str (push+pull
+//              with string keys "k<j>").
 //
-// Usage: bench_local [--quick] [--min-seconds X] [--keys 100,1000,10000,100000 [--key-floats F]]
+// Usage: bench_local [--quick] [--min-seconds X] [--keys 100,1000,10000,100000 [--key-floats F]
+//                    [--key-op push|pull|pushpull|str]]
 #include <kvstore/kvstore.h>
 #include <omp.h>
 
@@ -32,6 +35,7 @@
 #include <cstring>
 #include <ctime>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include <unistd.h>
@@ -156,11 +160,13 @@ double ProcessCpuSeconds() {
 }
 
 // Per-key cost of push+pull of K keys in one call, for each K of `counts` (--keys).
-void BenchKeyCounts(const std::vector<int>& counts, int64_t floats) {
+void BenchKeyCounts(const std::vector<int>& counts, int64_t floats, const std::string& op) {
   struct Set {
     int k;
     KVStoreHandle kv = nullptr;
     std::vector<int> keys;
+    std::vector<std::string> names;
+    std::vector<const char*> strs;
     std::vector<KVArrayHandle> vals, outs;
     std::vector<float*> val_data, out_data, stored;  // the raw baseline's buffers
     double init_s = 0;
@@ -172,6 +178,7 @@ void BenchKeyCounts(const std::vector<int>& counts, int64_t floats) {
     REQUIRE_OK(KVStoreCreate("local", &s.kv));
     for (int j = 0; j < s.k; ++j) {
       s.keys.push_back(j);
+      s.names.push_back("k" + std::to_string(j));
       KVArrayHandle v = nullptr, o = nullptr;
       REQUIRE_OK(KVArrayCreate(&floats, 1, KV_FLOAT32, KV_CPU, 0, &v));
       REQUIRE_OK(KVArrayFill(v, 1.0));
@@ -182,8 +189,10 @@ void BenchKeyCounts(const std::vector<int>& counts, int64_t floats) {
       s.out_data.push_back(new float[static_cast<size_t>(floats)]());
       s.stored.push_back(new float[static_cast<size_t>(floats)]());
     }
+    for (const std::string& n : s.names) s.strs.push_back(n.c_str());
     const double t0 = ProcessCpuSeconds();
-    REQUIRE_OK(KVStoreInit(s.kv, s.k, s.keys.data(), s.vals.data()));
+    if (op == "str") REQUIRE_OK(KVStoreInitStr(s.kv, s.k, s.strs.data(), s.vals.data()));
+    else REQUIRE_OK(KVStoreInit(s.kv, s.k, s.keys.data(), s.vals.data()));
     s.init_s = ProcessCpuSeconds() - t0;
   }
   // The store's push+pull of each K, and its raw counterpart: the same two copies per key
@@ -193,9 +202,16 @@ void BenchKeyCounts(const std::vector<int>& counts, int64_t floats) {
   const size_t bytes = static_cast<size_t>(floats) * sizeof(float);
   std::vector<std::function<void()>> fns;
   for (Set& s : sets) {
-    fns.push_back([&s] {
-      REQUIRE_OK(KVStorePush(s.kv, s.k, s.keys.data(), s.vals.data(), 0));
-      REQUIRE_OK(KVStorePull(s.kv, s.k, s.keys.data(), s.outs.data(), 0));
+    fns.push_back([&s, op] {
+      if (op == "str") {
+        REQUIRE_OK(KVStorePushStr(s.kv, s.k, s.strs.data(), s.vals.data(), 0));
+        REQUIRE_OK(KVStorePullStr(s.kv, s.k, s.strs.data(), s.outs.data(), 0));
+      } else if (op == "pushpull") {
+        REQUIRE_OK(KVStorePushPull(s.kv, s.k, s.keys.data(), s.vals.data(), s.k, s.keys.data(), s.outs.data(), 0));
+      } else {
+        if (op != "pull") REQUIRE_OK(KVStorePush(s.kv, s.k, s.keys.data(), s.vals.data(), 0));
+        if (op != "push") REQUIRE_OK(KVStorePull(s.kv, s.k, s.keys.data(), s.outs.data(), 0));
+      }
     });
     fns.push_back([&s, bytes] {
       for (int j = 0; j < s.k; ++j) std::memcpy(s.stored[j], s.val_data[j], bytes);
@@ -217,8 +233,9 @@ void BenchKeyCounts(const std::vector<int>& counts, int64_t floats) {
       samples[f].push_back((ProcessCpuSeconds() - c0) / reps / k);
     }
   }
-  std::printf("push+pull of K keys of %lld float32 in one call each, init of K keys in one call "
-              "(CPU time of the process, median):\n", static_cast<long long>(floats));
+  std::printf("%s of K keys of %lld float32 in one call each, init of K keys in one call "
+              "(CPU time of the process, median):\n",
+              op == "str" ? "push+pull (string keys)" : op.c_str(), static_cast<long long>(floats));
   std::printf("%-8s %10s %8s %10s %8s %10s %12s %8s\n", "K", "us/key", "ratio", "raw us/key", "ratio",
               "store/raw", "init us/key", "ratio");
   const double per0 = Median(samples[0]) * 1e6, raw0 = Median(samples[1]) * 1e6;
@@ -267,19 +284,25 @@ int main(int argc, char** argv) {
   bool quick = false;
   std::vector<int> key_counts;
   int64_t key_floats = 16;
+  std::string key_op = "push+pull";
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--quick")) quick = true;
     else if (!std::strcmp(argv[i], "--min-seconds") && i + 1 < argc) g_min_seconds = std::atof(argv[++i]);
     else if (!std::strcmp(argv[i], "--keys") && i + 1 < argc) key_counts = ParseCounts(argv[++i]);
     else if (!std::strcmp(argv[i], "--key-floats") && i + 1 < argc) key_floats = std::max(1L, std::atol(argv[++i]));
+    else if (!std::strcmp(argv[i], "--key-op") && i + 1 < argc) key_op = argv[++i];
     else {
-      std::fprintf(stderr, "usage: %s [--quick] [--min-seconds X] [--keys K1,K2,... [--key-floats F]]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--quick] [--min-seconds X] [--keys K1,K2,... [--key-floats F] [--key-op push|pull|pushpull|str]]\n", argv[0]);
       return 2;
     }
   }
   std::printf("kvstore %s local bench, %d threads\n", KVGetVersionString(), omp_get_max_threads());
   if (!key_counts.empty()) {
-    BenchKeyCounts(key_counts, key_floats);
+    if (key_op != "push+pull" && key_op != "push" && key_op != "pull" && key_op != "pushpull" && key_op != "str") {
+      std::fprintf(stderr, "--key-op: push, pull, pushpull or str, not %s\n", key_op.c_str());
+      return 2;
+    }
+    BenchKeyCounts(key_counts, key_floats, key_op);
     return 0;
   }
   BenchLatency();
