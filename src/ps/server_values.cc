@@ -223,7 +223,11 @@ void Server::RunRound(KeyState* k) {
       SumMixedRound(srcs, dtypes, dst, dst_dtype, k->count);
     } else if (dst_dtype != k->dtype) {
       optimizer::SumToFloat32(srcs.data(), num_srcs, k->dtype, static_cast<float*>(dst), k->count);
-    } else if (dst != first.data() || num_srcs > 1) {
+    } else if (num_srcs == 1 && dst != first.data()) {
+      // One worker's push read from its ring (StoreNewValue): a copy, on this thread (the
+      // pool's threads would compete with the worker's own copies on a small host).
+      CopyBytes(dst, srcs[0], static_cast<size_t>(k->count) * DTypeSize(k->dtype));
+    } else if (num_srcs > 1) {
       CpuReduceSum(srcs.data(), num_srcs, dst, k->count, k->dtype);
     }
   };
