@@ -3,8 +3,8 @@
 // Invariants:
 //  - Entries are created by Init and never removed before the store is destroyed, so an
 //    Entry* found under the registry lock stays valid after the lock is released.
-//  - Entries live in one deque in init order (slot i is the i-th key initialised): stable
-//    addresses, contiguous in chunks. Int keys in [0, int_direct_.size()) find their slot by
+//  - Entries live in one EntryTable in init order (slot i is the i-th key initialised):
+//    stable addresses, contiguous in chunks of 256. Int keys in [0, int_direct_.size()) find their slot by
 //    direct index, the others through a hash map; string keys through a hash map, and a
 //    string key's internal id is its slot.
 //  - Every operation on a key holds the lock of its slot's stripe (KeyStripes) for its whole
@@ -30,7 +30,6 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
-#include <deque>
 #include <mutex>
 #include <shared_mutex>
 #include <unordered_map>
@@ -252,6 +251,35 @@ void SortBySlot(std::vector<Entry*>* entries) {
   std::sort(entries->begin(), entries->end(), [](const Entry* a, const Entry* b) { return a->slot < b->slot; });
   entries->erase(std::unique(entries->begin(), entries->end()), entries->end());
 }
+
+// The entries of a store by slot, in chunks of kChunk allocated whole: addresses are stable
+// (a chunk never moves) and consecutive slots are contiguous, so a call over keys in init
+// order walks memory in order. Growth requires the registry lock exclusively, indexing it in
+// either mode.
+class EntryTable {
+ public:
+  static constexpr size_t kChunk = 256;
+  size_t size() const { return size_; }
+  Entry& operator[](size_t slot) { return chunks_[slot / kChunk][slot % kChunk]; }
+  Entry& back() { return (*this)[size_ - 1]; }
+  // A default entry at slot size(). Throws (bad_alloc) with nothing changed.
+  Entry& emplace_back() {
+    if (size_ == chunks_.size() * kChunk) {
+      chunks_.reserve(chunks_.size() + 1);
+      chunks_.push_back(std::make_unique<Entry[]>(kChunk));
+    }
+    return (*this)[size_++];
+  }
+  // Resets the last entry to the default state (a failed init's rollback).
+  void pop_back() {
+    back() = Entry();
+    --size_;
+  }
+
+ private:
+  std::vector<std::unique_ptr<Entry[]>> chunks_;
+  size_t size_ = 0;
+};
 
 class LocalStore final : public Store {
  public:
@@ -793,11 +821,11 @@ class LocalStore final : public Store {
   std::unique_ptr<Comm> comm_;
   GradientCompression compression_;
 
-  // Guards kind_, entries_ (the deque: its elements' fields say what guards them) and the
+  // Guards kind_, entries_ (the table: its elements' fields say what guards them) and the
   // three key -> slot maps.
   mutable std::shared_mutex registry_mu_;
   KeyKind kind_ = KeyKind::kNone;
-  std::deque<Entry> entries_;                  // by slot
+  EntryTable entries_;                         // by slot
   std::vector<int> int_direct_;                // int key -> slot (-1: none), GrowIntDirect
   std::unordered_map<int, int> int_sparse_;    // the other int keys -> slot
   std::unordered_map<std::string, int> str_slots_;
