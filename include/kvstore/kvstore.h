@@ -28,7 +28,8 @@
  *    are owned by the library and stay valid as stated per function.
  *  - Threads. Every function may be called from any thread. Store functions may be called on
  *    one store from many threads at once: operations on one key are serialised in call order
- *    per thread, operations on different keys proceed in parallel. Array functions on one
+ *    per thread, operations on different keys may proceed in parallel (an in-process store
+ *    locks keys in groups, so two calls on different keys can also wait for each other). Array functions on one
  *    array are not synchronised with each other: do not write an array from one thread while
  *    another thread reads or writes it. In-process stores never hold on to caller arrays.
  *  - Asynchronous arrays (distributed stores). A pull writes its outputs after the call
@@ -301,7 +302,8 @@ typedef KVStore* KVStoreHandle;
  * push. The updater runs on the thread that called push/pushpull for in-process stores, and
  * on the thread that called KVStoreRunServer on a parameter server. It may run concurrently
  * for different keys when several threads push. It must not call data functions of the
- * same store (they return INVALID_ARGUMENT when it does). */
+ * same store (they return INVALID_ARGUMENT when it does), nor wait for another thread's call
+ * on the same store (that call may wait for the keys the updater's push holds). */
 typedef int (*KVUpdater)(int key, KVArrayHandle recv, KVArrayHandle stored, void* user_data);
 
 /* String-key twin of KVUpdater; `key` is borrowed for the call. */
