@@ -109,7 +109,8 @@ std::string PullPlan::Receive(const WorkerKey& k, const PartPlan& part, int st, 
     auto* out = static_cast<uint16_t*>(values.data());
     for (size_t j = 0; j < n; ++j) out[j] = FloatToHalf(view[j]);
   }
-  reply->payload = std::move(values);
+  reply->payload = std::move(values);  // releases a ring view: the new payload is our own
+  reply->payload_in_ring = false;
   reply->h.flags &= ~kFlagTwoBit;
   key->valid[i] = true;
   return "";
