@@ -166,7 +166,10 @@ void KVArray_::RequireDense(const char* what) const {
            "(KVArrayCastStorage)", what, Describe().c_str());
 }
 
-KVArray_::~KVArray_() = default;
+// A producer ends a pending write (or read) by setting quiet_ and then unlocking pending_mu_;
+// a thread that saw quiet_ without the lock may free the array before that unlock has
+// finished. Taking the lock here waits for it, so the mutex is never destroyed in use.
+KVArray_::~KVArray_() { std::lock_guard<std::mutex> lock(pending_mu_); }
 
 std::string KVArray_::Describe() const {
   return kvstore::StrFormat("%s%s%s@%s", is_row_sparse() ? "row_sparse " : "", kvstore::DTypeName(dtype_),

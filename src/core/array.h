@@ -166,7 +166,8 @@ struct alignas(64) KVArray_ {
   // No pending write, read or unreported error: the waits return without taking
   // pending_mu_. Written under pending_mu_ (release) by every change of the pending counts
   // and error below; an acquire load of true orders the caller after the last producer's
-  // writes.
+  // writes. The producer still holds pending_mu_ when it sets it, so a caller that saw it
+  // may not free the array at once: the destructor takes pending_mu_ first.
   std::atomic<bool> quiet_{true};
   bool caller_owned_ = false;
   int64_t size_ = 0;
