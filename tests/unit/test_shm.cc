@@ -82,6 +82,17 @@ int CountKvstoreShm() {
   return n;
 }
 
+// A worker's link `w` and the server's link `s` that accepted its offer, answered as the
+// server's reply does: both rings are in use.
+void Connect(std::unique_ptr<ShmLink>* w, std::unique_ptr<ShmLink>* s) {
+  std::string why;
+  *w = ShmLink::Create(kRing, &why);
+  REQUIRE(*w != nullptr, "%s", why.c_str());
+  *s = ShmLink::Accept((*w)->offer(), &why);
+  REQUIRE(*s != nullptr, "%s", why.c_str());
+  (*w)->Answered(true);
+}
+
 void TestRoundTrips() {
   std::string why;
   std::unique_ptr<ShmLink> w = ShmLink::Create(kRing, &why);
@@ -113,11 +124,8 @@ void TestRoundTrips() {
 // A full ring: Put refuses (the payload goes inline) until the reader takes what is there.
 void TestFullRing() {
   std::string why;
-  std::unique_ptr<ShmLink> w = ShmLink::Create(kRing, &why);
-  REQUIRE(w != nullptr, "%s", why.c_str());
-  std::unique_ptr<ShmLink> s = ShmLink::Accept(w->offer(), &why);
-  REQUIRE(s != nullptr, "%s", why.c_str());
-  w->Answered(true);
+  std::unique_ptr<ShmLink> w, s;
+  Connect(&w, &s);
   ShmDesc d;
   std::vector<ShmDesc> pending;
   const std::vector<char> quarter = Pattern(kRing / 4, 9);
@@ -143,11 +151,8 @@ void TestFullRing() {
 // outlives its link still reads the mapped bytes; Take's copy frees at once.
 void TestViews() {
   std::string why;
-  std::unique_ptr<ShmLink> w = ShmLink::Create(kRing, &why);
-  REQUIRE(w != nullptr, "%s", why.c_str());
-  std::unique_ptr<ShmLink> s = ShmLink::Accept(w->offer(), &why);
-  REQUIRE(s != nullptr, "%s", why.c_str());
-  w->Answered(true);
+  std::unique_ptr<ShmLink> w, s;
+  Connect(&w, &s);
   const std::vector<char> a = Pattern(kRing / 2, 1), b = Pattern(kRing / 2, 2);
   ShmDesc da, db, d;
   CHECK(w->Put(a.data(), a.size(), &da) && w->Put(b.data(), b.size(), &db));
@@ -178,11 +183,8 @@ void TestViews() {
 // position, which lags behind such a restart, is not taken for a broken peer.
 void TestRestart() {
   std::string why;
-  std::unique_ptr<ShmLink> w = ShmLink::Create(kRing, &why);
-  REQUIRE(w != nullptr, "%s", why.c_str());
-  std::unique_ptr<ShmLink> s = ShmLink::Accept(w->offer(), &why);
-  REQUIRE(s != nullptr, "%s", why.c_str());
-  w->Answered(true);
+  std::unique_ptr<ShmLink> w, s;
+  Connect(&w, &s);
   zmq::message_t out;
   ShmDesc d;
   for (int i = 0; i < 20; ++i) {
@@ -205,11 +207,8 @@ void TestRestart() {
 
 void TestRefusedDescriptors() {
   std::string why;
-  std::unique_ptr<ShmLink> w = ShmLink::Create(kRing, &why);
-  REQUIRE(w != nullptr, "%s", why.c_str());
-  std::unique_ptr<ShmLink> s = ShmLink::Accept(w->offer(), &why);
-  REQUIRE(s != nullptr, "%s", why.c_str());
-  w->Answered(true);
+  std::unique_ptr<ShmLink> w, s;
+  Connect(&w, &s);
   zmq::message_t out;
   const ShmDesc bad[] = {
       {kRing, 1, 64},                     // starts at the end
@@ -287,11 +286,8 @@ void TestWire() {
   tx.connect("inproc://shm");
   std::string why;
   ShmPeers wp, sp;
-  std::unique_ptr<ShmLink> w = ShmLink::Create(kRing, &why);
-  REQUIRE(w != nullptr, "%s", why.c_str());
-  std::unique_ptr<ShmLink> s = ShmLink::Accept(w->offer(), &why);
-  REQUIRE(s != nullptr, "%s", why.c_str());
-  w->Answered(true);
+  std::unique_ptr<ShmLink> w, s;
+  Connect(&w, &s);
   wp.Add("", 0, std::move(w));
   sp.Add("", 0, std::move(s));
   auto recv = [&](ShmPeers* peers, Message* m, bool* ok) {

@@ -422,6 +422,18 @@ constexpr jsize KVJAVA_STACK_KEYS = 256;
 
 using KVJavaListCall = int (*)(KVStoreHandle, int, const int*, int, const KVArrayHandle*, int);
 
+using KVJavaOneCall = int (*)(KVStoreHandle, int, const int*, const KVArrayHandle*, int);
+
+// One key and one array: the library's own call, which checks the handles itself.
+jint kvjava_one_call(JNIEnv* env, KVJavaOneCall call, jlong store, jint key, jlong array,
+                     jint priority) {
+  const int k = (int)key;
+  const KVArrayHandle a = reinterpret_cast<KVArrayHandle>(array);
+  const int rc = call(reinterpret_cast<KVStoreHandle>(store), 1, &k, &a, (int)priority);
+  kvjava_finish(env, rc);
+  return rc;
+}
+
 jint kvjava_list_call(JNIEnv* env, KVJavaListCall call, jlong store, jintArray keys,
                       jlongArray arrays, jint priority) {
   int rc = 0;
@@ -474,18 +486,10 @@ extern "C" JNIEXPORT jint JNICALL Java_org_kvstore_swig_KVStoreLibJNI_pullInts(
 
 extern "C" JNIEXPORT jint JNICALL Java_org_kvstore_swig_KVStoreLibJNI_pushOne(
     JNIEnv* env, jclass, jlong store, jint key, jlong array, jint priority) {
-  const int k = (int)key;
-  const KVArrayHandle a = reinterpret_cast<KVArrayHandle>(array);
-  const int rc = KVStorePush(reinterpret_cast<KVStoreHandle>(store), 1, &k, &a, (int)priority);
-  kvjava_finish(env, rc);
-  return rc;
+  return kvjava_one_call(env, KVStorePush, store, key, array, priority);
 }
 
 extern "C" JNIEXPORT jint JNICALL Java_org_kvstore_swig_KVStoreLibJNI_pullOne(
     JNIEnv* env, jclass, jlong store, jint key, jlong array, jint priority) {
-  const int k = (int)key;
-  const KVArrayHandle a = reinterpret_cast<KVArrayHandle>(array);
-  const int rc = KVStorePull(reinterpret_cast<KVStoreHandle>(store), 1, &k, &a, (int)priority);
-  kvjava_finish(env, rc);
-  return rc;
+  return kvjava_one_call(env, KVStorePull, store, key, array, priority);
 }
