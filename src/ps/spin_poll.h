@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include "core/spin.h"
 #include "ps/clock.h"
@@ -30,7 +31,10 @@ inline int SpinPoll(zmq::pollitem_t* items, size_t n, double wait_sec, int spin_
     wait_sec -= NowSec() - start;
     if (wait_sec <= 0) return zmq::poll(items, n, std::chrono::milliseconds(0));
   }
-  return zmq::poll(items, n, std::chrono::milliseconds(static_cast<long>(wait_sec * 1000)));
+  // Whole milliseconds rounded up: a positive rest (a 1 ms wait less a 50 us spin) blocks for
+  // 1 ms and never becomes a 0 ms look, which would turn the caller's loop into a busy one.
+  const long ms = wait_sec > 0 ? static_cast<long>(std::ceil(wait_sec * 1000)) : 0;
+  return zmq::poll(items, n, std::chrono::milliseconds(ms));
 }
 
 }  // namespace dist

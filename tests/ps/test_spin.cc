@@ -103,9 +103,31 @@ static void TestSpinPoll() {
   CHECK(kvstore::SpinningThreads().load() == 0);
 }
 
+// A wait shorter than a millisecond still blocks: the rest of a 1 ms wait after a 50 us spin
+// (the worker I/O loop's wait while a server's ring is full), and a 0.9 ms wait with no spin
+// (so the check holds whether SpinWorthwhile allows the spin or not), round up to a 1 ms
+// zmq_poll, never down to a 0 ms look that turns the loop into a busy one.
+static void TestSpinPollShortWait() {
+  zmq::context_t ctx;
+  zmq::socket_t rx(ctx, zmq::socket_type::pair);
+  rx.bind("inproc://spin-short");
+  struct Case {
+    double wait_sec;
+    int spin_us;
+  };
+  for (const Case c : {Case{0.001, 50}, Case{0.0009, 0}}) {
+    zmq::pollitem_t item{static_cast<void*>(rx), 0, ZMQ_POLLIN, 0};
+    const auto t = Clock::now();
+    CHECK(kvstore::dist::SpinPoll(&item, 1, c.wait_sec, c.spin_us) == 0);
+    CHECK_MSG(Since(t) >= 0.0009 && Since(t) < 2.0, "a %.4f s poll with a %d us spin took %.6f s",
+              c.wait_sec, c.spin_us, Since(t));
+  }
+}
+
 int main() {
   TestSpinUntil();
   TestArrayWait();
   TestSpinPoll();
+  TestSpinPollShortWait();
   return check_summary();
 }
