@@ -3,7 +3,7 @@
 namespace kvstore {
 namespace {
 
-thread_local const void* tls_updating_store = nullptr;
+thread_local const UpdaterScope* tls_updater_scope = nullptr;  // innermost
 
 class IntCallbackUpdater final : public CallbackUpdater {
  public:
@@ -51,8 +51,14 @@ std::shared_ptr<CallbackUpdater> MakeStrCallbackUpdater(KVStrUpdater fn, void* u
   return std::make_shared<StrCallbackUpdater>(fn, user_data, free_fn);
 }
 
-UpdaterScope::UpdaterScope(const void* store) : previous_(tls_updating_store) { tls_updating_store = store; }
-UpdaterScope::~UpdaterScope() { tls_updating_store = previous_; }
-bool UpdaterScope::Active(const void* store) { return store != nullptr && tls_updating_store == store; }
+UpdaterScope::UpdaterScope(const void* store) : store_(store), outer_(tls_updater_scope) { tls_updater_scope = this; }
+UpdaterScope::~UpdaterScope() { tls_updater_scope = outer_; }
+bool UpdaterScope::Active(const void* store) {
+  if (store == nullptr) return false;
+  for (const UpdaterScope* s = tls_updater_scope; s != nullptr; s = s->outer_) {
+    if (s->store_ == store) return true;
+  }
+  return false;
+}
 
 }  // namespace kvstore

@@ -35,7 +35,9 @@ std::shared_ptr<CallbackUpdater> MakeStrCallbackUpdater(KVStrUpdater fn, void* u
                                                         KVFreeFn free_fn);
 
 // Thread-local marker of "an updater of this store is running on this thread"; store data
-// calls made from inside an updater are rejected to avoid self-deadlock.
+// calls made from inside an updater are rejected to avoid self-deadlock. Scopes nest (an
+// updater of store A may push to store B, whose updater runs in a scope of its own), and
+// Active looks at the whole chain: B's updater calling A again still holds A's key locks.
 class UpdaterScope {
  public:
   explicit UpdaterScope(const void* store);
@@ -43,7 +45,8 @@ class UpdaterScope {
   static bool Active(const void* store);
 
  private:
-  const void* previous_;
+  const void* store_;
+  const UpdaterScope* outer_;
 };
 
 }  // namespace kvstore

@@ -7,6 +7,8 @@
 // thread).
 #include <kvstore/kvstore.h>
 
+#include <unistd.h>
+
 #include <cstring>
 #include <string>
 #include <vector>
@@ -216,6 +218,58 @@ void TestStrKeys() {
   KVStoreFree(kv);
 }
 
+// A -> B -> A: A's updater pushes to store B, whose updater pushes key 1 of A back. A's push
+// of key 0 holds the lock that key 1 shares, so the inner push must be refused
+// (INVALID_ARGUMENT, as any data call of a store from inside its own updater), not wait for
+// itself. alarm() turns a self-deadlock into a failure instead of a hang.
+struct Chain {
+  KVStoreHandle a = nullptr, b = nullptr;
+  int inner_rc = 0;
+  int depth = 0;
+};
+
+int ChainUpdaterA(int, KVArrayHandle recv, KVArrayHandle stored, void* user) {
+  Chain* c = static_cast<Chain*>(user);
+  const int zero = 0;
+  if (c->depth++ == 0 && KVStorePush(c->b, 1, &zero, &recv, 0) != 0) return 1;
+  return KVArrayCopy(stored, recv);
+}
+
+int ChainUpdaterB(int, KVArrayHandle recv, KVArrayHandle stored, void* user) {
+  Chain* c = static_cast<Chain*>(user);
+  const int one = 1;
+  c->inner_rc = KVStorePush(c->a, 1, &one, &recv, 0);
+  return KVArrayCopy(stored, recv);
+}
+
+void TestUpdaterChainBackIntoStore() {
+  Chain c;
+  REQUIRE_OK(KVStoreCreate("local", &c.a));
+  REQUIRE_OK(KVStoreCreate("local", &c.b));
+  const int keys[2] = {0, 1};
+  std::vector<KVArrayHandle> vals = {Make(0), Make(0)};
+  REQUIRE_OK(KVStoreInit(c.a, 2, keys, vals.data()));
+  REQUIRE_OK(KVStoreInit(c.b, 1, keys, vals.data()));
+  FreeAll(vals);
+  REQUIRE_OK(KVStoreSetUpdater(c.a, ChainUpdaterA, &c, nullptr));
+  REQUIRE_OK(KVStoreSetUpdater(c.b, ChainUpdaterB, &c, nullptr));
+  KVArrayHandle v = Make(5);
+  alarm(30);
+  CHECK_OK(KVStorePush(c.a, 1, &keys[0], &v, 0));
+  alarm(0);
+  CHECK_MSG(c.inner_rc == KV_ERR_INVALID_ARGUMENT, "a push back into store A from B's updater returned %d",
+            c.inner_rc);
+  KVArrayHandle out = Make(-1);
+  CHECK_OK(KVStorePull(c.a, 1, &keys[1], &out, 0));
+  CHECK(First(out) == 0.0f);  // the refused inner push changed nothing
+  CHECK_OK(KVStorePull(c.a, 1, &keys[0], &out, 0));
+  CHECK(First(out) == 5.0f);
+  KVArrayFree(out);
+  KVArrayFree(v);
+  KVStoreFree(c.b);
+  KVStoreFree(c.a);
+}
+
 }  // namespace
 
 int main() {
@@ -224,5 +278,6 @@ int main() {
   TestRepeatedKeys(true);
   TestAllOrNothing();
   TestStrKeys();
+  TestUpdaterChainBackIntoStore();
   return check_summary_named("unit_local_keys");
 }
