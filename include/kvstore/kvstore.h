@@ -302,8 +302,10 @@ typedef KVStore* KVStoreHandle;
  * push. The updater runs on the thread that called push/pushpull for in-process stores, and
  * on the thread that called KVStoreRunServer on a parameter server. It may run concurrently
  * for different keys when several threads push. It must not call data functions of the
- * same store (they return INVALID_ARGUMENT when it does), nor wait for another thread's call
- * on the same store (that call may wait for the keys the updater's push holds). */
+ * same store (they return INVALID_ARGUMENT when it does, also from inside the updater of
+ * another store that it pushed to), nor wait for another thread's call on the same store
+ * (that call may wait for the keys the updater's push holds); two stores whose updaters push
+ * into each other from different threads can therefore deadlock. */
 typedef int (*KVUpdater)(int key, KVArrayHandle recv, KVArrayHandle stored, void* user_data);
 
 /* String-key twin of KVUpdater; `key` is borrowed for the call. */
