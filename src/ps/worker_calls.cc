@@ -1,0 +1,312 @@
+// worker_calls.cc - the worker store's data calls (worker_store.h): init, push, pull,
+// pushpull and row_sparse_pull. Each call checks its arrays against their keys and groups
+// them by key under registry_mu_, then, without it, prepares each push's payload and queues
+// one Op per key (StartDataOp), keys in first-appearance order. A call fails before any of
+// its keys leaves, or queues every key; payloads already taken go back on failure.
+#include <cstdint>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "core/cpu/kernels.h"
+#include "core/dtype.h"
+#include "ps/mp_push.h"
+#include "ps/row_sparse_worker.h"
+#include "ps/worker_store.h"
+
+namespace kvstore {
+namespace dist {
+
+namespace {
+
+
+// The groups of one call's keys: which group a key of the call belongs to, in an
+// open-addressing table of twice the call's keys, filled once and dropped with the call (one
+// allocation per call where a hash map costs one per key). Application thread, one call.
+class GroupIndex {
+ public:
+  explicit GroupIndex(size_t keys) {
+    size_t cap = 16;
+    while (cap < 2 * keys) cap <<= 1;
+    slots_.assign(cap, Slot{nullptr, 0});
+    mask_ = cap - 1;
+  }
+  // The group of `k` and false, or, for a key not seen yet, `next` (filed as its group)
+  // and true.
+  std::pair<size_t, bool> Insert(const WorkerKey* k, size_t next) {
+    // Fibonacci hashing of the address: records are nodes some hundred bytes apart.
+    size_t i = static_cast<size_t>((reinterpret_cast<uintptr_t>(k) >> 4) * 0x9E3779B97F4A7C15ull >> 20) & mask_;
+    for (;; i = (i + 1) & mask_) {
+      Slot& s = slots_[i];
+      if (s.key == k) return {s.group, false};
+      if (s.key == nullptr) {
+        s = Slot{k, next};
+        return {next, true};
+      }
+    }
+  }
+  // The group of `k`, or SIZE_MAX when it has none.
+  size_t Find(const WorkerKey* k) const {
+    size_t i = static_cast<size_t>((reinterpret_cast<uintptr_t>(k) >> 4) * 0x9E3779B97F4A7C15ull >> 20) & mask_;
+    for (;; i = (i + 1) & mask_) {
+      const Slot& s = slots_[i];
+      if (s.key == k) return s.group;
+      if (s.key == nullptr) return SIZE_MAX;
+    }
+  }
+
+ private:
+  struct Slot {
+    const WorkerKey* key;
+    size_t group;
+  };
+  std::vector<Slot> slots_;
+  size_t mask_ = 0;
+};
+
+}  // namespace
+
+// ---- Grouping ------------------------------------------------------------------
+
+// Checks every array against its key's shape and dtype and groups the arrays by key, keys
+// in first-appearance order (the order their operations are queued in); linear in the
+// number of arrays. Called under registry_mu_.
+template <typename A>
+std::vector<std::pair<WorkerKey*, std::vector<A*>>> WorkerStore::GroupByKey(const KeyList& keys,
+                                                                           A* const* arrays,
+                                                                           const char* op,
+                                                                           const char* noun) {
+  std::vector<std::pair<WorkerKey*, std::vector<A*>>> groups;
+  groups.reserve(static_cast<size_t>(keys.size));
+  GroupIndex index(static_cast<size_t>(keys.size));
+  for (int i = 0; i < keys.size; ++i) {
+    WorkerKey* k = FindKey(keys, i);
+    A* a = arrays[i];
+    KV_CHECK(a->shape() == k->shape, KV_ERR_SHAPE_MISMATCH,
+             "%s of key %s: the %s has shape %s, the stored value %s", op, k->display.c_str(), noun,
+             ShapeToString(a->shape()).c_str(), ShapeToString(k->shape).c_str());
+    KV_CHECK(a->dtype() == k->dtype, KV_ERR_DTYPE_MISMATCH,
+             "%s of key %s: the %s is %s, the stored value %s", op, k->display.c_str(), noun,
+             DTypeName(a->dtype()), DTypeName(k->dtype));
+    const auto added = index.Insert(k, groups.size());
+    if (added.second) groups.push_back({k, {a}});
+    else groups[added.first].second.push_back(a);
+  }
+  return groups;
+}
+
+// A push call whose keys the servers' optimizer would refuse fails here, before any key of
+// it leaves, so a failed call changes no value and no optimizer state on any server.
+// Called under registry_mu_.
+template <typename Groups>
+void WorkerStore::CheckPushable(const Groups& groups) const {
+  if (!optimizer_) return;
+  for (const auto& g : groups) optimizer_->CheckDType(g.first->dtype, g.first->display);
+}
+
+// ---- Operations --------------------------------------------------------------
+
+// The payload of a push or pushpull (push_buffers.h): several values (devices) are summed
+// into a send buffer (in float32 for float16 keys under multi_precision, mp_push.h), a
+// small or non-CPU value is copied into one, a large CPU value is sent from its own storage. Waits while the key's payloads are all in use, up to the
+// request deadline.
+PayloadRef WorkerStore::Gather(WorkerKey* k, const std::vector<const Array*>& vals) {
+  const double deadline = ControlDeadline();
+  if (vals.size() == 1 && vals[0]->ctx().is_cpu() && k->nbytes >= kZeroCopyMinBytes) {
+    return k->buffers->Take(const_cast<Array*>(vals[0]), deadline, cfg_.timeout_sec);
+  }
+  const bool f32_sum = SendsFloat32Sum(k->dtype, vals.size(), recv_f16_.load());
+  PayloadRef b = k->buffers->Take(nullptr, deadline, cfg_.timeout_sec, f32_sum ? KV_FLOAT32 : -1);
+  if (vals.size() == 1) {
+    CopyArray(b.array(), *vals[0]);
+  } else if (f32_sum) {
+    SumToFloat32(vals, b.array());
+  } else {
+    comm_->Reduce(vals, b.array());
+  }
+  return b;
+}
+
+// Gather for every group (key_of(g), vals_of(g)); all or nothing (on failure the payloads
+// already taken go back with the vector).
+template <typename Groups, typename KeyOf, typename ValsOf>
+std::vector<PayloadRef> WorkerStore::GatherAll(const Groups& groups, KeyOf key_of, ValsOf vals_of) {
+  std::vector<PayloadRef> payloads;
+  payloads.reserve(groups.size());
+  for (const auto& g : groups) payloads.push_back(Gather(key_of(g), vals_of(g)));
+  return payloads;
+}
+
+// One message per part of the op's key, into *msgs (cleared first; the caller's vector is
+// reused from key to key).
+void WorkerStore::PartMessages(const std::shared_ptr<Op>& op, std::vector<OutMsg>* msgs) const {
+  const WorkerKey& k = *op->key;
+  const bool f32_sum = op->payload && op->payload.array() && op->payload.array()->dtype() != k.dtype;
+  const size_t esize = f32_sum ? sizeof(float) : DTypeSize(k.dtype);
+  msgs->clear();
+  for (const PartPlan& p : k.parts) {
+    msgs->emplace_back();
+    OutMsg& om = msgs->back();
+    om.dest = p.server;
+    om.h = io_->Header(op->type);
+    om.h.flags = (sync_ ? kFlagSync : 0u) | (f32_sum ? kFlagFloat32Sum : 0u);
+    k.id.ToWire(&om.h, &om.str);
+    om.h.offset = p.offset;
+    om.h.count = p.count;
+    om.h.total = k.size;
+    om.h.dtype = k.dtype;
+    if (op->type != MsgType::kPull && p.count > 0) {
+      om.payload.buf = op->payload.buf();
+      om.payload.offset_bytes = static_cast<size_t>(p.offset) * esize;
+      om.payload.nbytes = static_cast<size_t>(p.count) * esize;
+    }
+    om.op = op;
+    om.part = p;
+    om.order_key = k.order_id;
+  }
+  Compressors::Apply(*op, msgs);
+}
+
+// Builds one operation into `batch`. Everything that can fail (allocations) happens before
+// any side effect: on failure the payload goes back with the op and no output was marked
+// pending, so nothing is left waiting for an op that never started.
+void WorkerStore::StartDataOp(MsgType type, WorkerKey* k, PayloadRef payload,
+                              std::vector<Array*> outs, const std::shared_ptr<Waiter>& waiter,
+                              SendBatch* batch) {
+  auto op = std::make_shared<Op>();
+  op->type = type;
+  op->key = k;
+  op->remaining = static_cast<int>(k->parts.size());
+  op->payload = std::move(payload);
+  compressors_.Prepare(op.get());  // compressed pushes and pulls (compressed_pull.h)
+  op->outs = std::move(outs);
+  op->waiter = waiter;
+  bool need_staging = false;
+  for (Array* o : op->outs) need_staging |= !o->ctx().is_cpu();
+  if (need_staging) op->staging = Array::Create({k->size}, k->dtype, Context{});
+  std::vector<OutMsg>& msgs = batch->Scratch();
+  PartMessages(op, &msgs);
+  for (Array* o : op->outs) o->BeginPendingWrite();
+  tracker_.Begin(*op);
+  batch->Add(msgs);
+}
+
+// StartDataOp for every group with its payload, queued in batches. When one fails, the ops
+// already begun are queued and go on, and the payloads not used yet go back with the vector.
+template <typename Groups, typename KeyOf, typename OutsOf>
+void WorkerStore::StartAll(MsgType type, Groups& groups, std::vector<PayloadRef>& payloads,
+                           KeyOf key_of, OutsOf outs_of, int priority) {
+  SendBatch batch(io_.get(), priority);
+  batch.ForEach(groups.size(), [&](size_t i) {
+    StartDataOp(type, key_of(groups[i]), std::move(payloads[i]), outs_of(groups[i]), nullptr, &batch);
+  });
+}
+
+void WorkerStore::Init(const KeyList& keys, const Array* const* vals) {
+  std::vector<std::unique_ptr<Array>> dense;  // row_sparse values are stored dense
+  const std::vector<const Array*> dense_vals = DenseValues(keys.size, vals, &dense);
+  std::vector<WorkerKey*> added = AddKeys(keys, vals = dense_vals.data());
+  // Rank 0 writes the initial values; every worker then meets in a barrier so that no
+  // worker can push or pull a key before the servers have it.
+  int status = 0;
+  std::string msg;
+  if (io_->rank() == 0 && keys.size > 0) {
+    auto w = std::make_shared<Waiter>(keys.size);
+    SendBatch batch(io_.get(), INT32_MAX);
+    batch.ForEach(added.size(), [&](size_t i) {
+      StartDataOp(MsgType::kInit, added[i], Gather(added[i], {vals[i]}), {}, w, &batch);
+    });
+    try {
+      w->Wait(ControlDeadline(), "init: the servers did not acknowledge the initial values");
+    } catch (const Error& e) {
+      status = e.code();
+      msg = e.what();
+    }
+  }
+  Barrier();
+  KV_CHECK(status == 0, status, "%s", msg.c_str());
+}
+
+void WorkerStore::Push(const KeyList& keys, const Array* const* vals, int priority) {
+  std::vector<std::pair<WorkerKey*, std::vector<const Array*>>> groups;
+  {
+    std::lock_guard<std::mutex> lock(registry_mu_);
+    CheckKind(keys);
+    groups = GroupByKey(keys, vals, "push", "value");
+    CheckPushable(groups);
+  }
+  std::vector<std::unique_ptr<Array>> dense;  // mixed keys' row_sparse values, cast to dense
+  PushRowSparse(*io_, tracker_, sync_, recv_f16_.load(), &groups, &dense, priority);
+  // Small values are copied now; large CPU values are read in place until the push completes
+  // (their writers wait, see push_buffers.h).
+  auto key_of = [](const auto& g) { return g.first; };
+  std::vector<PayloadRef> payloads =
+      GatherAll(groups, key_of, [](const auto& g) -> const auto& { return g.second; });
+  StartAll(MsgType::kPush, groups, payloads, key_of,
+           [](const auto&) { return std::vector<Array*>(); }, priority);
+}
+
+void WorkerStore::Pull(const KeyList& keys, Array* const* outs, int priority) {
+  std::unique_lock<std::mutex> lock(registry_mu_);
+  CheckKind(keys);
+  auto groups = GroupByKey(keys, outs, "pull", "output");
+  lock.unlock();
+  std::vector<PayloadRef> none(groups.size());
+  StartAll(MsgType::kPull, groups, none, [](auto& g) { return g.first; },
+           [](auto& g) { return std::move(g.second); }, priority);
+}
+
+void WorkerStore::PushPull(const KeyList& vkeys, const Array* const* vals, const KeyList& okeys,
+                           Array* const* outs, int priority) {
+  struct Group {
+    WorkerKey* k;
+    std::vector<const Array*> vals;
+    std::vector<Array*> outs;
+  };
+  std::vector<Group> groups;
+  {
+    std::lock_guard<std::mutex> lock(registry_mu_);
+    CheckKind(vkeys);
+    CheckKind(okeys);
+    KV_CHECK(vkeys.size == 0 || okeys.size == 0 || vkeys.kind == okeys.kind,
+             KV_ERR_KEY_KIND_MISMATCH, "pushpull mixes int and string keys");
+    CheckDensePushPull(type(), vkeys, vals);
+    auto pushed = GroupByKey(vkeys, vals, "pushpull", "value");
+    auto pulled = GroupByKey(okeys, outs, "pushpull", "output");
+    GroupIndex index(pushed.size());
+    groups.reserve(pushed.size());
+    for (auto& g : pushed) {
+      index.Insert(g.first, groups.size());
+      groups.push_back({g.first, std::move(g.second), {}});
+    }
+    for (auto& g : pulled) {
+      const size_t at = index.Find(g.first);
+      KV_CHECK(at != SIZE_MAX, KV_ERR_INVALID_ARGUMENT,
+               "pushpull: output key %s is not among the pushed keys", g.first->display.c_str());
+      groups[at].outs = std::move(g.second);
+    }
+    for (const Group& g : groups) {
+      KV_CHECK(!g.outs.empty(), KV_ERR_INVALID_ARGUMENT,
+               "pushpull: pushed key %s has no output", g.k->display.c_str());
+    }
+    CheckPushable(pushed);  // after the argument checks, as in-process stores order them
+  }
+  auto key_of = [](const Group& g) { return g.k; };
+  std::vector<PayloadRef> payloads =
+      GatherAll(groups, key_of, [](const Group& g) -> const auto& { return g.vals; });
+  StartAll(MsgType::kPushPull, groups, payloads, key_of,
+           [](Group& g) { return std::move(g.outs); }, priority);
+}
+
+void WorkerStore::RowSparsePull(const KeyList& keys, Array* const* outs, const Array* const* row_ids,
+                                int priority) {
+  std::vector<WorkerKey*> ks;
+  std::unique_lock<std::mutex> lock(registry_mu_);
+  CheckKind(keys);
+  for (int i = 0; i < keys.size; ++i) ks.push_back(FindKey(keys, i));
+  lock.unlock();
+  PullRows(*io_, tracker_, sync_, ks, outs, row_ids, priority, ControlDeadline());
+}
+
+}  // namespace dist
+}  // namespace kvstore
