@@ -397,13 +397,15 @@ class LocalStore final : public Store {
     });
     const std::vector<Entry*>& entries = s->entries;
     if (s->groups.size() < entries.size()) s->groups.resize(entries.size());
+    // num_groups covers every group written to before the first write, so that a push_back
+    // that throws leaves nothing in the scratch that Reset would not clear.
     if (ascending || !Repeats(s)) {
+      s->num_groups = entries.size();
       for (size_t i = 0; i < entries.size(); ++i) {
         PushGroup& g = s->groups[i];
         g.entry = entries[i];
         g.vals.push_back(vals[i]);
       }
-      s->num_groups = entries.size();
     } else {
       std::unordered_map<Entry*, size_t> index;
       for (size_t i = 0; i < entries.size(); ++i) {

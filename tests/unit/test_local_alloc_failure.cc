@@ -1,0 +1,115 @@
+// test_local_alloc_failure.cc - an in-process push that fails for want of memory, at each
+// allocation it makes in turn, returns KV_ERR_OUT_OF_MEMORY and leaves nothing behind for
+// the thread's next call: the per-call lists a thread reuses (store/local_keys.h,
+// ScratchLease) must come back empty however far the failed call got in filling them.
+//
+// The program replaces the global operator new (the library resolves it to this one), and
+// a sweep fails the 1st, 2nd, ... allocation of one push of six keys, until the push needs
+// no more allocations than that and succeeds. After each failed push, with the caller's
+// arrays still alive, a push of one known value to key 0 and a pull must give exactly that
+// value (a value left in the reused lists would be summed into it), and the keys the failed
+// push did not write must hold what they held before it.
+#include <kvstore/kvstore.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+#include "../common/check.h"
+
+namespace {
+
+std::atomic<long> g_allocations{0};
+std::atomic<long> g_fail_at{0};  // 0: never; n: the n-th allocation after arming fails
+
+}  // namespace
+
+void* operator new(std::size_t n) {
+  const long fail_at = g_fail_at.load(std::memory_order_relaxed);
+  if (fail_at != 0 && g_allocations.fetch_add(1, std::memory_order_relaxed) + 1 == fail_at) {
+    throw std::bad_alloc();
+  }
+  void* p = std::malloc(n ? n : 1);
+  if (p == nullptr) throw std::bad_alloc();
+  return p;
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+
+namespace {
+
+constexpr int kKeys = 6;
+constexpr int64_t kLen = 4;
+
+KVArrayHandle Make(float v) {
+  int64_t n = kLen;
+  KVArrayHandle a = nullptr;
+  REQUIRE_OK(KVArrayCreate(&n, 1, KV_FLOAT32, KV_CPU, 0, &a));
+  REQUIRE_OK(KVArrayFill(a, v));
+  return a;
+}
+
+float Pull(KVStoreHandle s, int key) {
+  KVArrayHandle out = Make(-1);
+  REQUIRE_OK(KVStorePull(s, 1, &key, &out, 0));
+  float v[kLen];
+  REQUIRE_OK(KVArrayCopyToHost(out, v, sizeof v));
+  KVArrayFree(out);
+  return v[0];
+}
+
+// Returns true when the push under test succeeded (the sweep is over).
+bool FailAt(long fail_at) {
+  int keys[kKeys] = {0, 1, 2, 3, 4, 5};
+  KVStoreHandle s = nullptr;
+  REQUIRE_OK(KVStoreCreate("local", &s));
+  KVArrayHandle init[kKeys];
+  for (int i = 0; i < kKeys; ++i) init[i] = Make(0);
+  REQUIRE_OK(KVStoreInit(s, kKeys, keys, init));
+  KVArrayHandle warm[3] = {Make(1), Make(1), Make(1)};
+  REQUIRE_OK(KVStorePush(s, 3, keys, warm, 0));  // keys 0-2 hold 1 (no updater: assign)
+
+  KVArrayHandle vals[kKeys];
+  for (int i = 0; i < kKeys; ++i) vals[i] = Make(100);
+  g_allocations.store(0);
+  g_fail_at.store(fail_at);
+  const int rc = KVStorePush(s, kKeys, keys, vals, 0);
+  g_fail_at.store(0);
+
+  if (rc == 0) {
+    for (int k = 0; k < kKeys; ++k) CHECK_MSG(Pull(s, k) == 100, "key %d after the push that succeeded", k);
+  } else {
+    CHECK_MSG(rc == KV_ERR_OUT_OF_MEMORY, "allocation %ld failed: rc %d (%s)", fail_at, rc,
+              KVGetLastError());
+    // A key the failed push did not reach holds its old value; one it did, the new one.
+    for (int k = 1; k < kKeys; ++k) {
+      const float v = Pull(s, k);
+      const float before = k < 3 ? 1.0f : 0.0f;
+      CHECK_MSG(v == before || v == 100, "allocation %ld failed: key %d holds %g", fail_at, k, v);
+    }
+    KVArrayHandle two = Make(2);
+    CHECK_OK(KVStorePush(s, 1, keys, &two, 0));
+    const float got = Pull(s, 0);
+    CHECK_MSG(got == 2, "allocation %ld failed: the next push of 2 to key 0 left %g", fail_at, got);
+    KVArrayFree(two);
+  }
+  for (KVArrayHandle a : vals) KVArrayFree(a);
+  for (KVArrayHandle a : warm) KVArrayFree(a);
+  for (KVArrayHandle a : init) KVArrayFree(a);
+  REQUIRE_OK(KVStoreFree(s));
+  return rc == 0;
+}
+
+}  // namespace
+
+int main() {
+  long fail_at = 1;
+  while (!FailAt(fail_at)) {
+    if (++fail_at > 10000) {
+      CHECK_MSG(false, "a push of %d keys still fails after %ld allocations", kKeys, fail_at);
+      break;
+    }
+  }
+  CHECK_MSG(fail_at > 1, "the push under test allocated nothing: the sweep tested no failure");
+  return check_summary();
+}
