@@ -26,6 +26,14 @@ void CopyBytes(void* dst, const void* src, size_t n) {
   if (n > 0) std::memcpy(dst, src, n);
 }
 
+void CopyOutOfRingUnlessValues(Message* m) {
+  const auto type = static_cast<MsgType>(m->h.type);
+  const bool values = (type == MsgType::kInit || type == MsgType::kPush || type == MsgType::kPull ||
+                       type == MsgType::kPushPull) &&
+                      (m->h.flags & kFlagRowSparse) == 0;
+  if (!values) CopyOutOfRing(&m->payload, &m->payload_in_ring);
+}
+
 void Server::Run() {
   ConfigureSocket(sock_, Link::kServerListen);
   sock_.set(zmq::sockopt::router_mandatory, 0);
@@ -174,15 +182,7 @@ void Server::HandleWorker(Message& m) {
   if (cfg_.verbose >= 2) Log("%s from worker %d key %lld, %zu bytes", MsgTypeName(m.h.type), rank,
                              static_cast<long long>(m.h.key), m.payload.size());
   const auto type = static_cast<MsgType>(m.h.type);
-  // Only dense data requests are handled from a ring view (Message::payload_in_ring): their
-  // bytes are values, read once each, so a sender rewriting its ring meanwhile changes only
-  // values. Row ids are checked (TakesRows) and then used as offsets, so a row_sparse
-  // payload must not change between the two: it gets its own copy, like the rest (rare and
-  // small, or kept: states files).
-  if ((type != MsgType::kInit && type != MsgType::kPush && type != MsgType::kPull && type != MsgType::kPushPull) ||
-      (m.h.flags & kFlagRowSparse) != 0) {
-    CopyOutOfRing(&m.payload, &m.payload_in_ring);
-  }
+  CopyOutOfRingUnlessValues(&m);
   switch (type) {
     case MsgType::kCommand:
       HandleCommand(m);

@@ -123,6 +123,15 @@ struct KeyState {
 // memcpy for values that may have no elements (their data pointers are then null).
 void CopyBytes(void* dst, const void* src, size_t n);
 
+// The first step of a worker's request (Server::HandleWorker), before anything reads its
+// payload. A payload in the worker's shared-memory ring (Message::payload_in_ring) stays a
+// view only for dense data requests: their bytes are values, read once each, so a sender
+// rewriting its ring meanwhile changes only values. Every other payload gets its own copy
+// here: a row_sparse request's row ids are checked (TakesRows) and then used again as
+// offsets into the stored value, so they must not change between the two; the rest is rare
+// and small, or kept (states files).
+void CopyOutOfRingUnlessValues(Message* m);
+
 class Server {
  public:
   Server(const Config& cfg, ServerHooks* hooks)
