@@ -37,9 +37,13 @@ inline std::vector<std::vector<Array*>>& SpareArrayLists() {
 struct CallArrays {
   std::vector<Array*> arrays;
   size_t entered = 0;
+  int first_row_sparse = -1;  // the first row_sparse array's index (CheckStorage), or -1
 
   CallArrays() = default;
-  CallArrays(CallArrays&& o) noexcept : arrays(std::move(o.arrays)), entered(o.entered) { o.entered = 0; }
+  CallArrays(CallArrays&& o) noexcept
+      : arrays(std::move(o.arrays)), entered(o.entered), first_row_sparse(o.first_row_sparse) {
+    o.entered = 0;
+  }
   CallArrays(const CallArrays&) = delete;
   CallArrays& operator=(const CallArrays&) = delete;
   CallArrays& operator=(CallArrays&&) = delete;
@@ -62,7 +66,8 @@ struct CallArrays {
 };
 
 // Validates a key list and its parallel array list; returns the arrays, waited on (for
-// writing when `outputs`).
+// writing when `outputs`), with the first row_sparse one noted for CheckStorage. One pass
+// over the arrays: with many keys each array object is a cache miss per pass.
 inline CallArrays CheckList(const KeyList& keys, const KVArrayHandle* arrays, const char* what, bool outputs = false) {
   KV_CHECK(keys.size >= 0, KV_ERR_INVALID_ARGUMENT, "negative %s count %d", what, keys.size);
   CallArrays out;
@@ -89,16 +94,17 @@ inline CallArrays CheckList(const KeyList& keys, const KVArrayHandle* arrays, co
     ++out.entered;
     if (outputs) ReadyToWrite(arrays[i]);
     else Ready(arrays[i]);
+    if (out.first_row_sparse < 0 && arrays[i]->is_row_sparse()) out.first_row_sparse = i;
   }
   return out;
 }
 
 // Row-sparse arrays reach a store only as values, and only a store that takes them;
-// outputs of init/pull-like calls are written dense.
+// outputs of init/pull-like calls are written dense. `arrays` comes from CheckList, which
+// found the first row_sparse array (the only one either refusal can name).
 inline void CheckStorage(const Store& store, const KeyList& keys, CallArrays& arrays, const char* what,
                   bool outputs = false) {
-  for (int i = 0; i < keys.size; ++i) {
-    if (!arrays.arrays[i]->is_row_sparse()) continue;
+  if (const int i = arrays.first_row_sparse; i >= 0) {
     KV_CHECK(!outputs, KV_ERR_NOT_SUPPORTED,
              "%s: output %d (key %s) is row_sparse; it writes dense outputs (KVStoreRowSparsePull "
              "writes row_sparse ones)", what, i, keys.Name(i).c_str());

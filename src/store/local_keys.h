@@ -10,29 +10,51 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
+#include <functional>
+#include <unordered_map>
 #include <vector>
 
 #include "core/array.h"
+#include "core/row_sparse.h"
 #include "store/row_sparse.h"
+#include "store/store.h"
 
 namespace kvstore {
 namespace local_store {
 
-// 64-byte aligned, the fields a push or pull of the key reads (its slot, shape, dtype and
-// value) in the first cache line. Its lock is the store's stripe of its slot (KeyStripes).
+// The largest stored value a push or pull copies by memcpy (SmallHostCopy, Entry::data).
+constexpr size_t kSmallCopy = 64 << 10;
+
+// 64-byte aligned, the fields a push or pull of the key reads (its slot, shape, dtype and,
+// for a small host value, its data's address and size) in the first cache line: such a
+// call copies without touching the value's array object. Its lock is the store's stripe of
+// its slot (KeyStripes).
 struct alignas(64) Entry {
   int id = 0;               // the int key, or the internal id (the slot) of a string key
   int slot = 0;             // position in LocalStore::entries_
   int dtype = 0;            // fixed at init; readable without the key's lock
   int ndim = 0;             // shape.size()
   std::array<int64_t, 4> dims{};  // shape, when ndim <= 4: compared without touching `shape`
-  std::unique_ptr<Array> value;
+  // value->data() and value->nbytes() when the value is a host array of 1 to kSmallCopy
+  // bytes, else nullptr and 0. Follows `value` (CacheValue after every change of it), under
+  // the key's lock.
+  void* data = nullptr;
+  uint32_t copy_bytes = 0;
   bool is_str = false;      // string key (str_key may then be empty) or int key
+  std::unique_ptr<Array> value;
   Shape shape;              // fixed at init; readable without the key's lock
   std::string str_key;      // the string key
   std::unique_ptr<Array> merged;     // private copy of the pushed sum handed to the updater
   std::unique_ptr<Array> candidate;  // the updater's output, committed on success
   RowScratch rows_grad, rows_weight;  // lazy row_sparse pushes (store/row_sparse.h)
+
+  // Refreshes `data` and `copy_bytes` from `value` (stored values are dense).
+  void CacheValue() {
+    const bool small = value->ctx().is_cpu() && value->nbytes() > 0 && value->nbytes() <= kSmallCopy;
+    data = small ? value->data() : nullptr;
+    copy_bytes = small ? static_cast<uint32_t>(value->nbytes()) : 0;
+  }
 
   // Whether `a` has this entry's shape and dtype (readable without the key's lock).
   bool Matches(const Array& a) const {
@@ -125,13 +147,19 @@ class KeyStripes {
   std::array<std::mutex, kStripes> mu_;
 };
 
+// One key's values in a push: `n` values at `vals`, a run of the caller's list (each key once:
+// the usual call, nothing copied) or of CallScratch::grouped (keys repeated, or row_sparse
+// values: then the run is the scratch's own and PlanStorage may replace its elements).
 struct PushGroup {
   Entry* entry;
-  std::vector<const Array*> vals;
+  const Array* const* vals;
+  size_t n;
   // Set by PlanPush: every value is row_sparse (pushed by RowSparsePush), or some are and
-  // `vals` then points at their dense casts, which `densified` owns.
-  bool row_sparse = false;
-  std::vector<std::unique_ptr<Array>> densified;
+  // the run then holds their dense casts (CallScratch::densified owns them).
+  bool row_sparse;
+
+  // The values as the comm's and the row_sparse helpers take them (their slow paths only).
+  std::vector<const Array*> List() const { return std::vector<const Array*>(vals, vals + n); }
 };
 
 struct PullItem {
@@ -139,13 +167,15 @@ struct PullItem {
   Array* out;
 };
 
-// The per-key lists of one data call. Between calls every vector is empty (groups: its first
-// `used` elements were reset) except for their capacity, and `seen` is all zero.
+// The per-key lists of one data call. Between calls every vector is empty except for its
+// capacity, and `seen` is all zero. Nothing in it is allocated per key: a steady stream of
+// calls of any size allocates nothing.
 struct CallScratch {
   std::vector<Entry*> entries;       // of the call's keys, in argument order
   std::vector<int> slots;            // their slots
-  std::vector<PushGroup> groups;     // groups[0, num_groups) are the push's
-  size_t num_groups = 0;
+  std::vector<PushGroup> groups;     // the push's, first-appearance order of their keys
+  std::vector<const Array*> grouped; // the values regrouped by key (PushGroup), when copied
+  std::vector<std::unique_ptr<Array>> densified;  // dense casts of mixed groups' values
   std::vector<PullItem> items;
   std::vector<Entry*> locks;         // the distinct entries, ascending slot (pushpull: pushed)
   std::vector<Entry*> other_locks;   // pushpull: the pulled set, compared with `locks`
@@ -155,12 +185,9 @@ struct CallScratch {
   void Reset() {
     entries.clear();
     slots.clear();
-    for (size_t g = 0; g < num_groups; ++g) {
-      groups[g].vals.clear();
-      groups[g].densified.clear();
-      groups[g].row_sparse = false;
-    }
-    num_groups = 0;
+    groups.clear();
+    grouped.clear();
+    densified.clear();
     items.clear();
     locks.clear();
     other_locks.clear();
@@ -184,8 +211,9 @@ class ScratchLease {
   }
   ~ScratchLease() {
     s_->Reset();
-    if (s_->entries.capacity() > kKeepKeys || s_->groups.size() > kKeepKeys || s_->items.capacity() > kKeepKeys ||
-        s_->seen.size() > kKeepKeys / 64) {
+    if (s_->entries.capacity() > kKeepKeys || s_->groups.capacity() > kKeepKeys ||
+        s_->grouped.capacity() > kKeepKeys || s_->items.capacity() > kKeepKeys ||
+        s_->locks.capacity() > kKeepKeys || s_->other_locks.capacity() > kKeepKeys || s_->seen.size() > kKeepKeys / 64) {
       delete s_;
       return;
     }
@@ -201,7 +229,9 @@ class ScratchLease {
   CallScratch& operator*() const { return *s_; }
 
  private:
-  static constexpr size_t kKeepKeys = size_t{1} << 16;
+  // 2^17 keys: at about 84 bytes per key, a call of 100,000 keys reuses its lists (~8 MiB);
+  // one of a million gives them back rather than keeping ~80 MiB per thread.
+  static constexpr size_t kKeepKeys = size_t{1} << 17;
   static std::vector<std::unique_ptr<CallScratch>>& Pool() {
     thread_local std::vector<std::unique_ptr<CallScratch>> pool;
     return pool;
@@ -228,6 +258,7 @@ class EntryTable {
   static constexpr size_t kChunk = 256;
   size_t size() const { return size_; }
   Entry& operator[](size_t slot) { return chunks_[slot / kChunk][slot % kChunk]; }
+  const Entry& operator[](size_t slot) const { return chunks_[slot / kChunk][slot % kChunk]; }
   Entry& back() { return (*this)[size_ - 1]; }
   // A default entry at slot size(). Throws (bad_alloc) with nothing changed.
   Entry& emplace_back() {
@@ -247,6 +278,170 @@ class EntryTable {
   std::vector<std::unique_ptr<Entry[]>> chunks_;
   size_t size_ = 0;
 };
+
+// String key -> slot: open addressing with linear probing over a power-of-two array of
+// cells (the key's 64-bit hash and its slot), at most half full. A lookup compares stored
+// hashes, and reads the key itself (the entry's str_key) only on a hash match, so a hit
+// costs the home cell's line and the entry's, a miss usually the cell's alone (a node-based
+// map walks a node and the string's heap block per probe). Guarded as the entry table.
+class StrIndex {
+ public:
+  static uint64_t Hash(const char* key, size_t len) { return std::hash<std::string_view>{}({key, len}); }
+
+  // The home cell of `hash` and the slot it holds (-1: none; usually, not always, the key's),
+  // to prefetch a lookup's lines ahead of time.
+  const void* Home(uint64_t hash) const { return cells_.empty() ? nullptr : &cells_[hash & mask_]; }
+  int HomeSlot(uint64_t hash) const { return cells_.empty() ? -1 : cells_[hash & mask_].slot; }
+
+  // The slot whose key has `hash` and for which same(slot) holds, or -1.
+  template <typename Same>
+  int Find(uint64_t hash, Same&& same) const {
+    if (cells_.empty()) return -1;
+    for (size_t i = hash & mask_;; i = (i + 1) & mask_) {
+      const Cell& c = cells_[i];
+      if (c.slot < 0) return -1;
+      if (c.hash == hash && same(c.slot)) return c.slot;
+    }
+  }
+
+  // Makes room for `more` insertions without growing. Throws bad_alloc with nothing changed.
+  void Reserve(size_t more) {
+    const size_t need = 2 * (count_ + more);
+    if (need <= cells_.size()) return;
+    size_t cap = std::max<size_t>(cells_.size(), 16);
+    while (cap < need) cap *= 2;
+    std::vector<Cell> cells(cap);
+    const size_t mask = cap - 1;
+    for (const Cell& c : cells_) {
+      if (c.slot < 0) continue;
+      size_t i = c.hash & mask;
+      while (cells[i].slot >= 0) i = (i + 1) & mask;
+      cells[i] = c;
+    }
+    cells_.swap(cells);
+    mask_ = mask;
+  }
+
+  // Adds a key that is not present; Reserve made room for it (nothing can fail).
+  void Insert(uint64_t hash, int slot) {
+    size_t i = hash & mask_;
+    while (cells_[i].slot >= 0) i = (i + 1) & mask_;
+    cells_[i] = Cell{hash, slot};
+    ++count_;
+  }
+
+  // Removes `slot`'s key (an init's rollback), shifting later cells of its probe run back
+  // so that every remaining key stays reachable from its home cell without tombstones.
+  void Erase(uint64_t hash, int slot) {
+    if (cells_.empty()) return;
+    size_t i = hash & mask_;
+    for (; cells_[i].slot != slot; i = (i + 1) & mask_) {
+      if (cells_[i].slot < 0) return;  // not inserted (the init failed before)
+    }
+    --count_;
+    for (size_t j = i;;) {
+      cells_[i].slot = -1;
+      for (;;) {
+        j = (j + 1) & mask_;
+        if (cells_[j].slot < 0) return;
+        const size_t home = cells_[j].hash & mask_;
+        // Cell j stays when its home lies cyclically in (i, j]: its probe never passed i.
+        const bool stays = i <= j ? (i < home && home <= j) : (i < home || home <= j);
+        if (!stays) break;
+      }
+      cells_[i] = cells_[j];
+      i = j;
+    }
+  }
+
+ private:
+  struct Cell {
+    uint64_t hash = 0;
+    int slot = -1;  // -1: empty
+  };
+  std::vector<Cell> cells_;
+  size_t mask_ = 0;
+  size_t count_ = 0;
+};
+
+// The lengths and hashes of a call's string keys, taken 2 * kAhead keys ahead of the lookup
+// (when the key's home cell is prefetched, so that kAhead keys ahead the entry that cell
+// names can be): a ring of the next 4 * kAhead keys.
+class StrHashAhead {
+ public:
+  struct Hashed {
+    size_t len;
+    uint64_t hash;
+  };
+  // Hashes the first 2 * kAhead keys (none for int keys).
+  StrHashAhead(const KeyList& keys, const StrIndex& index) : keys_(keys), index_(index) {
+    if (keys.kind != KeyKind::kStr) return;
+    for (int j = 0; j < keys.size && j < 2 * kAhead; ++j) Hash(j);
+  }
+  // Before looking up key i: hashes key i + 2 * kAhead, prefetches key i + 3 * kAhead.
+  void Advance(int i) {
+    if (i + 3 * kAhead < keys_.size) Prefetch(keys_.strs[i + 3 * kAhead]);
+    if (i + 2 * kAhead < keys_.size) Hash(i + 2 * kAhead);
+  }
+  // Key j's, for j in [i, i + 2 * kAhead] after Advance(i).
+  const Hashed& operator[](int j) const { return ring_[static_cast<size_t>(j) % kRing]; }
+
+ private:
+  static constexpr size_t kRing = 4 * kAhead;
+  void Hash(int j) {
+    const size_t len = std::strlen(keys_.strs[j]);
+    Hashed& h = ring_[static_cast<size_t>(j) % kRing];
+    h = Hashed{len, StrIndex::Hash(keys_.strs[j], len)};
+    Prefetch(index_.Home(h.hash));
+  }
+  const KeyList& keys_;
+  const StrIndex& index_;
+  std::array<Hashed, kRing> ring_;
+};
+
+// A push with repeated keys: one group per distinct key (first-appearance order), its
+// values (in argument order) a run of s->grouped.
+inline void GroupRepeats(const std::vector<Entry*>& entries, const Array* const* vals, CallScratch* s) {
+  std::unordered_map<Entry*, size_t> index;
+  std::vector<size_t> group_of(entries.size());
+  std::vector<size_t> count;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const auto it = index.emplace(entries[i], count.size()).first;
+    if (it->second == count.size()) count.push_back(0);
+    group_of[i] = it->second;
+    ++count[it->second];
+  }
+  s->grouped.resize(entries.size());
+  s->groups.resize(count.size());
+  size_t at = 0;
+  for (size_t g = 0; g < count.size(); ++g) {
+    s->groups[g] = PushGroup{nullptr, s->grouped.data() + at, 0, false};
+    at += count[g];
+  }
+  for (size_t i = 0; i < entries.size(); ++i) {
+    PushGroup& g = s->groups[group_of[i]];
+    g.entry = entries[i];
+    s->grouped[static_cast<size_t>(g.vals - s->grouped.data()) + g.n++] = vals[i];
+  }
+}
+
+// Marks row_sparse groups (RowSparsePush checks their value is in host memory, under the
+// key's lock); a mixed group is summed from dense casts.
+inline void PlanStorage(PushGroup* g, CallScratch* s) {
+  size_t sparse = 0;
+  for (size_t j = 0; j < g->n; ++j) sparse += g->vals[j]->is_row_sparse() ? 1 : 0;
+  if (sparse == 0) return;
+  if (sparse == g->n) {
+    g->row_sparse = true;
+    return;
+  }
+  const Array** run = s->grouped.data() + (g->vals - s->grouped.data());  // the scratch's run
+  for (size_t j = 0; j < g->n; ++j) {
+    if (!run[j]->is_row_sparse()) continue;
+    s->densified.push_back(CastStorage(*run[j], KV_STYPE_DEFAULT));
+    run[j] = s->densified.back().get();
+  }
+}
 
 // Whether a slot appears more than once in s->slots (a bitmap over the slots, all zero
 // again on return).
@@ -282,7 +477,6 @@ void LockOrder(const T* list, size_t n, std::vector<Entry*>* out) {
 // the comm's and the backend's copies do for them, without their per-call lists and
 // dispatch); false, and nothing done, otherwise. Shapes and dtypes were checked.
 inline bool SmallHostCopy(Array* dst, const Array& src) {
-  constexpr size_t kSmallCopy = 64 << 10;
   if (dst->nbytes() > kSmallCopy || !dst->ctx().is_cpu() || !src.ctx().is_cpu() || dst->is_row_sparse() ||
       src.is_row_sparse() || dst == &src) {
     return false;
@@ -291,13 +485,30 @@ inline bool SmallHostCopy(Array* dst, const Array& src) {
   return true;
 }
 
-// Prefetches what element i + kAhead of a push or pull will touch: the stored value's
-// array object two steps before its data, the entry three steps before.
+// The same as SmallHostCopy from or into the entry's cached value (Entry::data): false,
+// and nothing done, unless the value is small and on the host and `a` is a dense host array
+// (of the entry's shape: checked).
+inline bool SmallCopyOut(const Entry& e, Array* out) {
+  if (e.copy_bytes == 0 || !out->ctx().is_cpu() || out->is_row_sparse() || out->data() == e.data) return false;
+  std::memcpy(out->data(), e.data, e.copy_bytes);
+  return true;
+}
+inline bool SmallCopyIn(Entry* e, const Array& src) {
+  if (e->copy_bytes == 0 || !src.ctx().is_cpu() || src.is_row_sparse() || src.data() == e->data) return false;
+  std::memcpy(e->data, src.data(), e->copy_bytes);
+  return true;
+}
+
+// Prefetches what element i + kAhead of a push or pull will touch: the entry one step
+// before its small value's data (Entry::data), or the value's array object and data.
 template <typename T>
 void PrefetchAhead(const T* list, size_t n, size_t i) {
-  if (i + 3 * kAhead < n) Prefetch(&list[i + 3 * kAhead].entry->value);
-  if (i + 2 * kAhead < n) Prefetch(list[i + 2 * kAhead].entry->value.get());
-  if (i + kAhead < n) Prefetch(list[i + kAhead].entry->value->data());
+  if (i + 2 * kAhead < n) Prefetch(list[i + 2 * kAhead].entry);
+  if (i + kAhead < n) {
+    const Entry* e = list[i + kAhead].entry;
+    if (e->data != nullptr) Prefetch(e->data);
+    else Prefetch(e->value.get());
+  }
 }
 
 }  // namespace local_store

@@ -4,9 +4,9 @@
 //  - Entries are created by Init and never removed before the store is destroyed, so an
 //    Entry* found under the registry lock stays valid after the lock is released.
 //  - Entries live in one EntryTable in init order (slot i is the i-th key initialised):
-//    stable addresses, contiguous in chunks of 256. Int keys in [0, int_direct_.size()) find their slot by
-//    direct index, the others through a hash map; string keys through a hash map, and a
-//    string key's internal id is its slot.
+//    stable addresses, contiguous in chunks of 256. Int keys in [0, int_direct_.size())
+//    find their slot by direct index, the others through a hash map; string keys through
+//    a StrIndex (open addressing, hashes stored), and a string key's internal id is its slot.
 //  - Every operation on a key holds the lock of its slot's stripe (KeyStripes) for its whole
 //    duration; a call that touches several keys takes their stripes in ascending order (no
 //    lock-order cycles).
@@ -82,6 +82,7 @@ class LocalStore final : public Store {
     const size_t first = entries_.size();
     try {
       if (keys.kind == KeyKind::kInt) GrowIntDirect(keys);
+      else str_index_.Reserve(static_cast<size_t>(keys.size));
       for (int i = 0; i < keys.size; ++i) {
         Entry& e = entries_.emplace_back();
         e.slot = static_cast<int>(entries_.size() - 1);
@@ -97,14 +98,15 @@ class LocalStore final : public Store {
         e.ndim = static_cast<int>(e.shape.size());
         for (int j = 0; j < e.ndim && j < static_cast<int>(e.dims.size()); ++j) e.dims[j] = e.shape[j];
         e.value = std::move(values[i]);
-        if (e.is_str) str_slots_.emplace(e.str_key, e.slot);
+        e.CacheValue();
+        if (e.is_str) str_index_.Insert(StrIndex::Hash(e.str_key.data(), e.str_key.size()), e.slot);
         else if (e.id >= 0 && static_cast<size_t>(e.id) < int_direct_.size()) int_direct_[e.id] = e.slot;
         else int_sparse_.emplace(e.id, e.slot);
       }
     } catch (...) {  // out of memory: unpublish this call's entries
       while (entries_.size() > first) {
         Entry& e = entries_.back();
-        if (e.is_str) str_slots_.erase(e.str_key);
+        if (e.is_str) str_index_.Erase(StrIndex::Hash(e.str_key.data(), e.str_key.size()), e.slot);
         else if (e.id >= 0 && static_cast<size_t>(e.id) < int_direct_.size()) int_direct_[e.id] = -1;
         else int_sparse_.erase(e.id);
         entries_.pop_back();
@@ -119,7 +121,7 @@ class LocalStore final : public Store {
     ScratchLease s;
     PlanPush(keys, vals, &*s, &s->locks);
     KeyStripes::Hold locks(stripes_, s->stripes);
-    ExecutePush(keys.kind, s->groups.data(), s->num_groups);
+    ExecutePush(keys.kind, s->groups.data(), s->groups.size());
   }
 
   void Pull(const KeyList& keys, Array* const* outs, int) override {
@@ -139,7 +141,7 @@ class LocalStore final : public Store {
     KV_CHECK(s->locks == s->other_locks, KV_ERR_INVALID_ARGUMENT,
              "pushpull: the output keys must be the same set as the pushed keys");
     KeyStripes::Hold locks(stripes_, s->stripes);  // the pulled keys are the pushed ones
-    ExecutePush(vkeys.kind, s->groups.data(), s->num_groups);
+    ExecutePush(vkeys.kind, s->groups.data(), s->groups.size());
     ExecutePull(s->items);
   }
 
@@ -322,13 +324,21 @@ class LocalStore final : public Store {
     return it == int_sparse_.end() ? -1 : it->second;
   }
 
+  // Requires registry_mu_ (either mode). The slot of the string key `key` (`len` bytes,
+  // hash `hash`), or -1.
+  int StrSlot(const char* key, size_t len, uint64_t hash) const {
+    return str_index_.Find(hash, [&](int slot) {
+      const std::string& k = entries_[static_cast<size_t>(slot)].str_key;
+      return k.size() == len && std::memcmp(k.data(), key, len) == 0;
+    });
+  }
+
   // Requires registry_mu_ (either mode). The entry of a states-file key, or nullptr.
   Entry* FindRecordLocked(const optimizer::KeyRecord& r) {
     if (r.is_str != (kind_ == KeyKind::kStr)) return nullptr;
     int slot;
     if (r.is_str) {
-      auto it = str_slots_.find(r.str_key);
-      slot = it == str_slots_.end() ? -1 : it->second;
+      slot = StrSlot(r.str_key.data(), r.str_key.size(), StrIndex::Hash(r.str_key.data(), r.str_key.size()));
     } else {
       slot = IntSlot(r.key);
     }
@@ -339,8 +349,8 @@ class LocalStore final : public Store {
   Entry* FindLocked(const KeyList& keys, int i) {
     int slot;
     if (keys.kind == KeyKind::kStr) {
-      auto it = str_slots_.find(keys.strs[i]);
-      slot = it == str_slots_.end() ? -1 : it->second;
+      const size_t len = std::strlen(keys.strs[i]);
+      slot = StrSlot(keys.strs[i], len, StrIndex::Hash(keys.strs[i], len));
     } else {
       slot = IntSlot(keys.ints[i]);
     }
@@ -360,6 +370,7 @@ class LocalStore final : public Store {
     s->entries.resize(static_cast<size_t>(keys.size));
     s->slots.resize(static_cast<size_t>(keys.size));
     const bool direct = keys.kind == KeyKind::kInt;
+    StrHashAhead hashes(keys, str_index_);
     bool ascending = true;
     int prev = -1;
     for (int i = 0; i < keys.size; ++i) {
@@ -371,9 +382,23 @@ class LocalStore final : public Store {
           if (k >= 0 && static_cast<size_t>(k) < int_direct_.size() && int_direct_[k] >= 0) {
             Prefetch(&entries_[int_direct_[k]]);
           }
+        } else {
+          const int slot = str_index_.HomeSlot(hashes[i + kAhead].hash);
+          if (slot >= 0) {
+            Prefetch(&entries_[static_cast<size_t>(slot)]);
+            Prefetch(&entries_[static_cast<size_t>(slot)].str_key);
+          }
         }
       }
-      Entry* e = FindLocked(keys, i);
+      Entry* e;
+      if (direct) {
+        e = FindLocked(keys, i);
+      } else {
+        hashes.Advance(i);
+        const StrHashAhead::Hashed& h = hashes[i];
+        const int slot = StrSlot(keys.strs[i], h.len, h.hash);
+        e = slot < 0 ? nullptr : &entries_[static_cast<size_t>(slot)];
+      }
       KV_CHECK(e != nullptr, KV_ERR_UNKNOWN_KEY, "key %s is not initialised in store \"%s\" (call init first)",
                keys.Name(i).c_str(), type().c_str());
       check(*e, *args[i]);
@@ -396,50 +421,24 @@ class LocalStore final : public Store {
       any_sparse |= v.is_row_sparse();
     });
     const std::vector<Entry*>& entries = s->entries;
-    if (s->groups.size() < entries.size()) s->groups.resize(entries.size());
-    // num_groups covers every group written to before the first write, so that a push_back
-    // that throws leaves nothing in the scratch that Reset would not clear.
-    if (ascending || !Repeats(s)) {
-      s->num_groups = entries.size();
-      for (size_t i = 0; i < entries.size(); ++i) {
-        PushGroup& g = s->groups[i];
-        g.entry = entries[i];
-        g.vals.push_back(vals[i]);
+    const size_t n = entries.size();
+    if (!ascending && Repeats(s)) {
+      GroupRepeats(entries, vals, s);
+    } else {  // one group per value
+      const Array* const* run = vals;
+      if (any_sparse) {  // PlanStorage may replace values: the groups' runs are the scratch's
+        s->grouped.assign(vals, vals + n);
+        run = s->grouped.data();
       }
-    } else {
-      std::unordered_map<Entry*, size_t> index;
-      for (size_t i = 0; i < entries.size(); ++i) {
-        const size_t pos = index.emplace(entries[i], s->num_groups).first->second;
-        if (pos == s->num_groups) {
-          s->groups[pos].entry = entries[i];
-          ++s->num_groups;
-        }
-        s->groups[pos].vals.push_back(vals[i]);
-      }
+      s->groups.resize(n);
+      for (size_t i = 0; i < n; ++i) s->groups[i] = PushGroup{entries[i], run + i, 1, false};
     }
     if (any_sparse) {
-      for (size_t g = 0; g < s->num_groups; ++g) PlanStorage(&s->groups[g]);
+      for (PushGroup& g : s->groups) PlanStorage(&g, s);
     }
     if (ascending) *locks = entries;
-    else LockOrder(s->groups.data(), s->num_groups, locks);
+    else LockOrder(s->groups.data(), s->groups.size(), locks);
     for (int slot : s->slots) s->stripes.Add(slot);
-  }
-
-  // Marks row_sparse groups (RowSparsePush checks their value is in host memory, under the
-  // key's lock); a mixed group is summed from dense casts.
-  void PlanStorage(PushGroup* g) const {
-    size_t sparse = 0;
-    for (const Array* v : g->vals) sparse += v->is_row_sparse() ? 1 : 0;
-    if (sparse == 0) return;
-    if (sparse == g->vals.size()) {
-      g->row_sparse = true;
-      return;
-    }
-    for (const Array*& v : g->vals) {
-      if (!v->is_row_sparse()) continue;
-      g->densified.push_back(CastStorage(*v, KV_STYPE_DEFAULT));
-      v = g->densified.back().get();
-    }
   }
 
   // The (entry, output) pairs of a pull into s->items, checked, and the entries to lock
@@ -470,13 +469,19 @@ class LocalStore final : public Store {
       if (!g.row_sparse) continue;
       Entry* e = g.entry;
       CheckHostValue(*e->value, KeyName(*e));
-      sparse.emplace_back(g.vals, &e->value, &e->candidate, &e->merged, &e->rows_grad, &e->rows_weight);
+      sparse.emplace_back(g.List(), &e->value, &e->candidate, &e->merged, &e->rows_grad, &e->rows_weight);
       sparse.back().Prepare(this, updater.get(), e->id, e->is_str ? e->str_key.c_str() : nullptr, &txn);
     }
     if (!updater) {  // assign: nothing after the row_sparse sums can fail, write in place
+      // A single small host value is copied straight into the value's data (Entry::data),
+      // unless compression or the profiler (its per-key reduce counts) needs the full path.
+      const bool direct = !gc && !profile::On();
       for (size_t i = 0; i < n; ++i) {
         PrefetchAhead(first, n, i);
-        if (!first[i].row_sparse) Sum(gc.get(), first[i], first[i].entry->value.get());
+        const PushGroup& g = first[i];
+        if (g.row_sparse) continue;
+        if (direct && g.n == 1 && SmallCopyIn(g.entry, *g.vals[0])) continue;
+        Sum(gc.get(), g, g.entry->value.get());
       }
     } else {
       UpdateDense(*updater, groups, gc.get(), &txn);
@@ -487,6 +492,9 @@ class LocalStore final : public Store {
     }
     for (RowSparsePush& p : sparse) p.Commit();
     txn.Commit();
+    if (updater || !sparse.empty()) {
+      for (PushGroup& g : groups) g.entry->CacheValue();
+    }
   }
 
   // Runs `updater` on a scratch copy of each dense key's value (its `candidate`).
@@ -514,7 +522,7 @@ class LocalStore final : public Store {
         Sum(gc, g, e->merged.get());
       } else {  // each value converted, then summed in the updater's dtype (updater.h)
         std::vector<std::unique_ptr<Array>> staged;
-        const std::vector<const void*> srcs = HostAddresses(g.vals, &staged);
+        const std::vector<const void*> srcs = HostAddresses(g.List(), &staged);
         optimizer::SumToFloat32(srcs.data(), static_cast<int>(srcs.size()), e->dtype,
                                 static_cast<float*>(e->merged->data()), e->merged->size());
       }
@@ -529,14 +537,18 @@ class LocalStore final : public Store {
   // set and compresses the key's dtype, else by the comm in dst's dtype (the key's).
   void Sum(GradientCompression::State* gc, const PushGroup& g, Array* dst) {
     KV_PROFILE_SCOPE("reduce", KeyName(*g.entry), static_cast<int64_t>(dst->nbytes()), profile::Stat::kReduce);
-    if (gc && Compression::Compresses(g.entry->dtype)) gc->Reduce(g.entry, g.vals, dst);
-    else if (g.vals.size() != 1 || !SmallHostCopy(dst, *g.vals[0])) comm_->Reduce(g.vals, dst);
+    if (gc && Compression::Compresses(g.entry->dtype)) gc->Reduce(g.entry, g.List(), dst);
+    else if (g.n != 1 || !SmallHostCopy(dst, *g.vals[0])) comm_->Reduce(g.List(), dst);
   }
 
+  // A small host value is copied straight from its data (Entry::data) unless the profiler
+  // records each key's copy.
   void ExecutePull(const std::vector<PullItem>& items) {
+    const bool direct = !profile::On();
     for (size_t i = 0; i < items.size(); ++i) {
       PrefetchAhead(items.data(), items.size(), i);
       const PullItem& item = items[i];
+      if (direct && SmallCopyOut(*item.entry, item.out)) continue;
       KV_PROFILE_SCOPE("copy out", KeyName(*item.entry), static_cast<int64_t>(item.out->nbytes()));
       if (!SmallHostCopy(item.out, *item.entry->value)) CopyArray(item.out, *item.entry->value);
     }
@@ -546,13 +558,13 @@ class LocalStore final : public Store {
   GradientCompression compression_;
 
   // Guards kind_, entries_ (the table: its elements' fields say what guards them) and the
-  // three key -> slot maps.
+  // three key -> slot indexes.
   mutable std::shared_mutex registry_mu_;
   KeyKind kind_ = KeyKind::kNone;
   EntryTable entries_;                         // by slot
   std::vector<int> int_direct_;                // int key -> slot (-1: none), GrowIntDirect
   std::unordered_map<int, int> int_sparse_;    // the other int keys -> slot
-  std::unordered_map<std::string, int> str_slots_;
+  StrIndex str_index_;                         // string key -> slot
 
   KeyStripes stripes_;     // the keys' locks
 

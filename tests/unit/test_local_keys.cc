@@ -218,6 +218,52 @@ void TestStrKeys() {
   KVStoreFree(kv);
 }
 
+// String keys over several inits (the index grows with keys already in it), long ones
+// beside short ones that are their prefixes, and a push without an updater that repeats
+// keys out of order (the values summed per key; a repeated key's values are summed, not
+// the last one kept).
+void TestStrKeysGrownAndRepeated() {
+  KVStoreHandle kv = nullptr;
+  REQUIRE_OK(KVStoreCreate("local", &kv));
+  std::vector<std::string> names;
+  for (int k = 0; k < 2000; ++k) {
+    names.push_back(k % 2 ? "w" + std::to_string(k) : std::string(40, 'p') + std::to_string(k));
+  }
+  std::vector<const char*> keys;
+  for (const std::string& name : names) keys.push_back(name.c_str());
+  for (int first : {0, 1, 10, 100, 1000}) {  // inits of 1, 9, 90, 900 and 1000 keys
+    const int last = first == 0 ? 1 : first == 1000 ? 2000 : first * 10;
+    std::vector<KVArrayHandle> vals;
+    for (int k = first; k < last; ++k) vals.push_back(Make(0));
+    REQUIRE_OK(KVStoreInitStr(kv, last - first, keys.data() + first, vals.data()));
+    FreeAll(vals);
+  }
+  // Every key in reverse order with 1, then the even ones again with 2: sums of 1 and 3.
+  std::vector<const char*> push;
+  std::vector<KVArrayHandle> vals;
+  for (int k = 1999; k >= 0; --k) {
+    push.push_back(keys[k]);
+    vals.push_back(Make(1));
+  }
+  for (int k = 0; k < 2000; k += 2) {
+    push.push_back(keys[k]);
+    vals.push_back(Make(2));
+  }
+  CHECK_OK(KVStorePushStr(kv, static_cast<int>(push.size()), push.data(), vals.data(), 0));
+  FreeAll(vals);
+  std::vector<KVArrayHandle> outs;
+  for (int k = 0; k < 2000; ++k) outs.push_back(Make(-1));
+  CHECK_OK(KVStorePullStr(kv, 2000, keys.data(), outs.data(), 0));
+  int wrong = 0;
+  for (int k = 0; k < 2000; ++k) wrong += First(outs[k]) != (k % 2 == 0 ? 3.0f : 1.0f);
+  CHECK_MSG(wrong == 0, "%d string keys hold a wrong sum", wrong);
+  const std::string prefix(40, 'p');  // a prefix of the long keys, never initialised
+  const char* unknown = prefix.c_str();
+  CHECK_ERR(KVStorePullStr(kv, 1, &unknown, outs.data(), 0), KV_ERR_UNKNOWN_KEY, "not initialised");
+  FreeAll(outs);
+  KVStoreFree(kv);
+}
+
 // A -> B -> A: A's updater pushes to store B, whose updater pushes key 1 of A back. A's push
 // of key 0 holds the lock that key 1 shares, so the inner push must be refused
 // (INVALID_ARGUMENT, as any data call of a store from inside its own updater), not wait for
@@ -278,6 +324,7 @@ int main() {
   TestRepeatedKeys(true);
   TestAllOrNothing();
   TestStrKeys();
+  TestStrKeysGrownAndRepeated();
   TestUpdaterChainBackIntoStore();
   return check_summary_named("unit_local_keys");
 }
