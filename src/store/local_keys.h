@@ -177,7 +177,7 @@ struct CallScratch {
   std::vector<const Array*> grouped; // the values regrouped by key (PushGroup), when copied
   std::vector<std::unique_ptr<Array>> densified;  // dense casts of mixed groups' values
   std::vector<PullItem> items;
-  std::vector<Entry*> locks;         // the distinct entries, ascending slot (pushpull: pushed)
+  std::vector<Entry*> locks;         // pushpull: the pushed entries, distinct, ascending slot
   std::vector<Entry*> other_locks;   // pushpull: the pulled set, compared with `locks`
   KeyStripes::Set stripes;           // the stripes to lock
   std::vector<uint64_t> seen;        // one bit per slot: duplicate detection

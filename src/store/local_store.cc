@@ -119,7 +119,7 @@ class LocalStore final : public Store {
   void Push(const KeyList& keys, const Array* const* vals, int) override {
     CheckNotInUpdater();
     ScratchLease s;
-    PlanPush(keys, vals, &*s, &s->locks);
+    PlanPush(keys, vals, &*s, nullptr);
     KeyStripes::Hold locks(stripes_, s->stripes);
     ExecutePush(keys.kind, s->groups.data(), s->groups.size());
   }
@@ -127,7 +127,7 @@ class LocalStore final : public Store {
   void Pull(const KeyList& keys, Array* const* outs, int) override {
     CheckNotInUpdater();
     ScratchLease s;
-    PlanPull(keys, outs, &*s, &s->locks);
+    PlanPull(keys, outs, &*s, nullptr);
     KeyStripes::Hold locks(stripes_, s->stripes);
     ExecutePull(s->items);
   }
@@ -153,7 +153,7 @@ class LocalStore final : public Store {
   void RowSparsePull(const KeyList& keys, Array* const* outs, const Array* const* row_ids, int) override {
     CheckNotInUpdater();
     ScratchLease s;
-    PlanPull(keys, outs, &*s, &s->locks, "row_sparse_pull");
+    PlanPull(keys, outs, &*s, nullptr, "row_sparse_pull");
     const std::vector<PullItem>& items = s->items;
     std::vector<std::vector<int64_t>> rows(items.size());
     for (size_t i = 0; i < items.size(); ++i) {
@@ -411,9 +411,10 @@ class LocalStore final : public Store {
   }
 
   // Groups the values by key (first-appearance order) into s->groups, checks them against
-  // the stored shape and dtype (which never change after init), and puts the entries to
-  // lock into `locks` (LockOrder). Keys that each appear once (the usual call) make one
-  // group per value without any lookup structure.
+  // the stored shape and dtype (which never change after init), and adds the keys' stripes
+  // to s->stripes; the distinct entries in ascending slot go into `locks` when given
+  // (PushPull compares the pushed and pulled sets). Keys that each appear once (the usual
+  // call) make one group per value without any lookup structure.
   void PlanPush(const KeyList& keys, const Array* const* vals, CallScratch* s, std::vector<Entry*>* locks) {
     bool any_sparse = false;
     const bool ascending = Lookup(keys, vals, s, [&any_sparse](const Entry& e, const Array& v) {
@@ -436,14 +437,16 @@ class LocalStore final : public Store {
     if (any_sparse) {
       for (PushGroup& g : s->groups) PlanStorage(&g, s);
     }
-    if (ascending) *locks = entries;
-    else LockOrder(s->groups.data(), s->groups.size(), locks);
+    if (locks != nullptr) {
+      if (ascending) *locks = entries;
+      else LockOrder(s->groups.data(), s->groups.size(), locks);
+    }
     for (int slot : s->slots) s->stripes.Add(slot);
   }
 
-  // The (entry, output) pairs of a pull into s->items, checked, and the entries to lock
-  // into `locks` (LockOrder). (PushPull plans its push first: s->entries is reused, the
-  // push's groups keep their entries.)
+  // The (entry, output) pairs of a pull into s->items, checked, their stripes into
+  // s->stripes and, when given, the distinct entries into `locks` (LockOrder). (PushPull
+  // plans its push first: s->entries is reused, the push's groups keep their entries.)
   void PlanPull(const KeyList& keys, Array* const* outs, CallScratch* s, std::vector<Entry*>* locks,
                 const char* what = "pull") {
     const bool ascending = Lookup(keys, outs, s, [what](const Entry& e, const Array& out) {
@@ -451,8 +454,10 @@ class LocalStore final : public Store {
     });
     s->items.resize(s->entries.size());
     for (int i = 0; i < keys.size; ++i) s->items[i] = PullItem{s->entries[i], outs[i]};
-    if (ascending) *locks = s->entries;
-    else LockOrder(s->items.data(), s->items.size(), locks);
+    if (locks != nullptr) {
+      if (ascending) *locks = s->entries;
+      else LockOrder(s->items.data(), s->items.size(), locks);
+    }
     for (int slot : s->slots) s->stripes.Add(slot);
   }
 
