@@ -322,13 +322,15 @@ bool ShmLink::View(const ShmDesc& d, uint64_t len, zmq::message_t* out, std::str
   // Pairs with the writer's release of a position at or past d.end (the value itself is
   // the peer's word, like the descriptor: only the bounds above protect this process).
   (void)__atomic_load_n(Written(1 - out_), __ATOMIC_ACQUIRE);
-  uint64_t seq;
+  // The lease exists before its entry does: an entry with no lease would never end, and the
+  // consumed position would never pass it.
+  std::unique_ptr<Lease> owned(new Lease{seg_, 0});
   {
     std::lock_guard<std::mutex> lock(seg_->mu);
-    seq = seg_->first + seg_->views.size();
+    owned->seq = seg_->first + seg_->views.size();
     seg_->views.emplace_back(d.end, false);
   }
-  auto* lease = new Lease{seg_, seq};
+  Lease* lease = owned.release();
   try {
     zmq::message_t m(Ring(1 - out_) + d.offset, static_cast<size_t>(d.len), &ShmLink::EndView, lease);
     *out = std::move(m);

@@ -3,38 +3,16 @@
 // the thread's next call: the per-call lists a thread reuses (store/local_keys.h,
 // ScratchLease) must come back empty however far the failed call got in filling them.
 //
-// The program replaces the global operator new (the library resolves it to this one), and
-// a sweep fails the 1st, 2nd, ... allocation of one push of six keys, until the push needs
-// no more allocations than that and succeeds. After each failed push, with the caller's
+// The program replaces the global operator new (failing_new.h), and a sweep fails the 1st,
+// 2nd, ... allocation of one push of six keys, until the push needs no more allocations
+// than that and succeeds. After each failed push, with the caller's
 // arrays still alive, a push of one known value to key 0 and a pull must give exactly that
 // value (a value left in the reused lists would be summed into it), and the keys the failed
 // push did not write must hold what they held before it.
 #include <kvstore/kvstore.h>
 
-#include <atomic>
-#include <cstdlib>
-#include <new>
-
 #include "../common/check.h"
-
-namespace {
-
-std::atomic<long> g_allocations{0};
-std::atomic<long> g_fail_at{0};  // 0: never; n: the n-th allocation after arming fails
-
-}  // namespace
-
-void* operator new(std::size_t n) {
-  const long fail_at = g_fail_at.load(std::memory_order_relaxed);
-  if (fail_at != 0 && g_allocations.fetch_add(1, std::memory_order_relaxed) + 1 == fail_at) {
-    throw std::bad_alloc();
-  }
-  void* p = std::malloc(n ? n : 1);
-  if (p == nullptr) throw std::bad_alloc();
-  return p;
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+#include "../common/failing_new.h"
 
 namespace {
 
@@ -71,10 +49,9 @@ bool FailAt(long fail_at) {
 
   KVArrayHandle vals[kKeys];
   for (int i = 0; i < kKeys; ++i) vals[i] = Make(100);
-  g_allocations.store(0);
-  g_fail_at.store(fail_at);
+    FailNthAllocation(fail_at);
   const int rc = KVStorePush(s, kKeys, keys, vals, 0);
-  g_fail_at.store(0);
+  StopFailingAllocations();
 
   if (rc == 0) {
     for (int k = 0; k < kKeys; ++k) CHECK_MSG(Pull(s, k) == 100, "key %d after the push that succeeded", k);

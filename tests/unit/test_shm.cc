@@ -7,7 +7,9 @@
 // (zero-copy receive) free their space in order, whatever order they end in; a consumed
 // position beyond the written one turns the producer's ring off; an empty ring starts again
 // at its beginning (its pages stay the ones touched before); nothing is left in
-// /dev/shm. The worker's held requests (SendHeldSlice) leave at most a slice per turn.
+// /dev/shm. The worker's held requests (SendHeldSlice) leave at most a slice per turn. A view
+// whose making fails for want of memory (the program's operator new fails on request) leaves
+// no entry behind that would keep the ring's space from being freed.
 #include <dirent.h>
 #include <fcntl.h>
 #include <unistd.h>
@@ -26,6 +28,7 @@
 #include "ps/wire.h"
 #include "ps/worker_io.h"
 #include "../common/check.h"
+#include "../common/failing_new.h"
 
 using kvstore::dist::kFlagShm;
 using kvstore::dist::Message;
@@ -176,6 +179,36 @@ void TestViews() {
   s.reset();
   CHECK(std::memcmp(orphan.data(), a.data(), a.size()) == 0);
   orphan.rebuild(0);
+}
+
+// Each allocation View makes fails in turn: the view is not made, and once a later payload's
+// view ends, the whole ring is free again (the failed view left no entry that would hold the
+// consumed position back).
+void TestViewsWithoutMemory() {
+  std::string why;
+  std::unique_ptr<ShmLink> w, s;
+  Connect(&w, &s);
+  const std::vector<char> a = Pattern(kRing / 4, 3);
+  for (long fail_at = 1;; ++fail_at) {
+    ShmDesc first, second;
+    REQUIRE(w->Put(a.data(), a.size(), &first) && w->Put(a.data(), a.size(), &second), "put %ld", fail_at);
+    zmq::message_t view, next;
+    bool made = false;
+        FailNthAllocation(fail_at);
+    try {
+      made = s->View(first, first.len, &view, &why);
+    } catch (const std::bad_alloc&) {
+    }
+    StopFailingAllocations();
+    CHECK(s->View(second, second.len, &next, &why));
+    view.rebuild(0);
+    next.rebuild(0);
+    CHECK_MSG(!w->MustWait(kRing), "allocation %ld of a view failed: the ring stays in use", fail_at);
+    if (made || fail_at > 100) {
+      CHECK_MSG(made && fail_at > 1, "a view needs %ld allocations", fail_at);
+      break;
+    }
+  }
 }
 
 // Payloads that find the ring empty go to its beginning, so a link that carries one payload
@@ -426,6 +459,7 @@ int main() {
   TestFullRing();
   TestRestart();
   TestViews();
+  TestViewsWithoutMemory();
   TestRefusedDescriptors();
   TestRefusedOffers();
   TestWire();
