@@ -143,7 +143,9 @@ class _Handle(object):
 #
 # Invariant: every NDArray in a key is open and owns its handle, and its _h is the entry's
 # _Handle. close() of an NDArray in a key clears the table first (_PACKED_IDS), so the closed
-# array is freed as before; only owned handles are recorded (a borrowed one is invalidated
+# array is freed as before, and a list is checked again once it is in the table (a close()
+# on another thread between the call reading the handles and the recording found nothing
+# to clear); only owned handles are recorded (a borrowed one is invalidated
 # without close()), and an owned _Handle is released only when collected, which the entry
 # prevents. A call takes an entry's _Handles into a local before the library call, so a
 # clearing meanwhile frees nothing under a running call. Dict and set operations are atomic
@@ -152,7 +154,9 @@ class _Handle(object):
 # The keys hold their NDArrays: an array the caller dropped stays alive while a recorded list
 # holds it, until the table is cleared. It is cleared when it is full (_PACKED_MAX lists), when
 # one of its arrays is closed, when a store is closed, and of the lists whose arrays only it
-# still holds (sys.getrefcount) each time a list is recorded.
+# still holds (sys.getrefcount) each time a list is recorded; calls of one key or of lists
+# already recorded clear nothing. (Keys of ids with weak references, which would release a
+# dropped array at once, cost a list of 100 arrays 1.8x per key: an int object per id.)
 _PACKED = {}
 _PACKED_IDS = set()   # ids of the NDArrays in _PACKED's keys
 _PACKED_SEEN = {}     # hash of a tuple of NDArrays seen once -> None (holds no array)
@@ -192,6 +196,10 @@ def _remember_packed(arrays, handles, packed):
         _forget_packed()
     _PACKED_IDS.update(map(id, arrays))
     _PACKED[arrays] = (handles, packed)
+    # close() on another thread after the handles were read found nothing to clear: an array
+    # closed meanwhile must not stay in the table.
+    if not all([a._h is x for a, x in zip(arrays, handles)]):
+        _forget_packed()
 
 
 class _HostView(object):

@@ -153,6 +153,29 @@ def test_a_repeated_list_of_arrays_is_packed_once_and_stays_correct(store):
     assert tuple(other) in ndarray._PACKED
 
 
+def test_an_array_closed_while_its_list_is_recorded_is_refused(store, monkeypatch):
+    """close() on another thread between the call reading a list's handles and recording the
+    list (forced here by closing from inside the recording) leaves no record that would let
+    a later call use the closed array."""
+    from kvstore import ndarray
+    store.init([2, 3], [nd.zeros(SHAPE)] * 2)
+    c, d = nd.ones(SHAPE), nd.ones(SHAPE)
+    store.push([2, 3], [c, d])  # first sight of the list
+    record = kv._remember_packed
+
+    def closing_meanwhile(*args):
+        c.close()
+        return record(*args)
+
+    monkeypatch.setattr(kv, "_remember_packed", closing_meanwhile)
+    store.push([2, 3], [c, d])  # recorded: the call itself holds c's handle until it returns
+    monkeypatch.setattr(kv, "_remember_packed", record)
+    assert c.closed
+    assert not any(c in k for k in ndarray._PACKED)
+    with pytest.raises(ValueError, match="operation on a closed NDArray"):
+        store.push([2, 3], [c, d])
+
+
 def test_general_shapes_still_work(store):
     store.init([1, 2], [nd.zeros(SHAPE), nd.zeros(SHAPE)])
     store.push(numpy.int64(1), [nd.ones(SHAPE), numpy.ones(SHAPE, numpy.float32)])
