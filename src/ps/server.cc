@@ -325,7 +325,7 @@ void Server::HandleInit(const Message& m, KeyState* k) {
     return;
   }
   CopyBytes(k->stored->array->data(), m.payload.data(), m.payload.size());
-  k->fifo.resize(static_cast<size_t>(num_workers_));
+  k->fifo.resize(static_cast<size_t>(num_workers_), &req_pool_);
   Reply(m.routing_id, m.h.req_id, 0, "");
 }
 
@@ -397,7 +397,6 @@ void Server::Enqueue(KeyState* k, Req r) {
     return;
   }
   q.push_back(std::move(r));
-  waiting_.insert(k);
   Progress(k);
 }
 

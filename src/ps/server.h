@@ -47,21 +47,21 @@
 
 #include <zmq.hpp>
 
-#include <deque>
 #include <exception>
 #include <map>
 #include <memory>
 #include <optional>
-#include <set>
 #include <string>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "compression/compression.h"
 #include "ps/compressed_pull.h"
 #include "ps/key_table.h"
+#include "ps/node_pool.h"
 #include "ps/ps.h"
+#include "ps/req_fifo.h"
+#include "ps/round_starts.h"
 #include "ps/scheduler_link.h"
 #include "ps/security.h"
 #include "ps/wire.h"
@@ -71,7 +71,8 @@ namespace kvstore {
 namespace dist {
 namespace server {
 
-// A request parked in a key's FIFO (sync mode), or being applied (async).
+// A request parked in a key's FIFO (sync mode), or being applied (async). Parked ones live
+// in Server::req_pool_, linked through `next` (req_fifo.h).
 struct Req {
   MsgType type;
   int rank;
@@ -91,6 +92,7 @@ struct Req {
   // read by the round or update that the request's arrival runs, never kept; a request left
   // waiting in a FIFO gets a copy (Server::CopyQueuedOutOfRing).
   bool in_ring = false;
+  Req* next = nullptr;  // the next request of the same FIFO
 };
 
 // One key's part on this server. `stored` is set by INIT and never null afterwards; `spare`
@@ -105,10 +107,14 @@ struct KeyState {
   int64_t total = 0, offset = 0, count = 0;
   std::shared_ptr<SharedBuf> stored, spare;
   std::unique_ptr<Array> merged;  // the round's sum when an updater runs, in its RecvDType
-  std::vector<std::deque<Req>> fifo;  // sync mode: per worker rank
+  // Sync mode: per worker rank, in Server::req_pool_ (req_fifo.h).
+  FifoSet<Req> fifo;
   // Sync mode: the arrival of the oldest push at the head of a FIFO, filed in
-  // Server::round_starts_; -1 when no push heads a FIFO (TrackRound keeps both).
+  // Server::round_starts_; -1 when no push heads a FIFO (TrackRound keeps it). round_seq
+  // and round_late are round_starts.h's.
   double round_since = -1;
+  uint64_t round_seq = 0;
+  bool round_late = false;
   // Row-sparse requests (server_row_sparse.cc): the row length they name (0 before the
   // first), and RowSparsePush's slots: a (rows, row_len) view of the value being changed,
   // its candidate and dense sum, and the lazy updates' scratch.
@@ -212,14 +218,16 @@ class Server {
   int rank_ = -1;
   int num_workers_ = 0;
   int mode_ = -1;  // -1 unknown, 0 async, 1 sync (fixed by the first data message)
+  // The parked requests of every key's FIFOs (declared before keys_, whose FIFOs own them).
+  NodePool req_pool_;
   // By the key's identity (int key, or string key's text); a KeyState's address never
-  // changes (key_table.h).
+  // changes (key_table.h). Keys with parked requests are found by a pass over the table
+  // (FailRounds, once per dead worker), not kept in a set per request.
   KeyTable<KeyState> keys_;
-  std::unordered_set<KeyState*> waiting_;  // keys with queued requests
   // Keys with a round pending, by the arrival of its oldest push (KeyState::round_since):
-  // CheckRoundTimeouts looks at the oldest only, so each turn of the loop costs O(1) and
-  // each round O(log keys) however many keys wait.
-  std::set<std::pair<double, KeyState*>> round_starts_;
+  // CheckRoundTimeouts looks at the oldest only, so each turn of the loop costs O(1), and
+  // so, amortised, does each round however many keys wait (round_starts.h).
+  RoundStarts<KeyState> round_starts_;
   std::vector<bool> worker_dead_;
   ShmPeers shm_;  // segments of co-located workers, by routing id (shm.h)
   std::string dead_list_;

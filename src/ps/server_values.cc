@@ -57,17 +57,14 @@ static RoundScratch& TakeRoundScratch() {
 void Server::Progress(KeyState* k) {
   for (;;) {
     bool all_push = true;
-    bool any = false;
     for (auto& q : k->fifo) {
       while (!q.empty() && q.front().type == MsgType::kPull) {
         ReplyReq(q.front(), 0, "", k);
         q.pop_front();
       }
       if (q.empty()) all_push = false;
-      else any = true;
     }
     if (!all_push) {
-      if (!any) waiting_.erase(k);
       TrackRound(k);
       return;
     }
@@ -84,10 +81,7 @@ void Server::TrackRound(KeyState* k) {
     if (q.empty() || q.front().type == MsgType::kPull) continue;
     if (first < 0 || q.front().arrived < first) first = q.front().arrived;
   }
-  if (first == k->round_since) return;
-  if (k->round_since >= 0) round_starts_.erase({k->round_since, k});
-  k->round_since = first;
-  if (first >= 0) round_starts_.emplace(first, k);
+  round_starts_.Set(k, first);
 }
 
 // Whether a received payload may become a stored value as it is. Small messages may live
@@ -318,20 +312,23 @@ void Server::FailQueuedPushes(KeyState* k, int code, const std::string& why) {
 // and every queued push fails.
 void Server::FailRounds(int dead_worker, const std::string& reason) {
   if (mode_ != 1) return;
-  std::vector<KeyState*> w(waiting_.begin(), waiting_.end());
-  for (KeyState* k : w) {
-    FailQueuedPushes(k, KV_ERR_PEER_DEAD,
+  // Every key with a parked request, found by one pass over the table (a death is rare; a
+  // set of such keys would cost a node per parked request).
+  keys_.ForEach([&](KeyState& k) {
+    bool any = false;
+    for (const auto& q : k.fifo) any |= !q.empty();
+    if (!any) return;
+    FailQueuedPushes(&k, KV_ERR_PEER_DEAD,
                      StrFormat("worker %d died (%s); the sync round of key %s cannot complete",
-                               dead_worker, reason.c_str(), k->display.c_str()));
-  }
+                               dead_worker, reason.c_str(), k.display.c_str()));
+  });
 }
 
 void Server::CheckRoundTimeouts() {
   if (cfg_.timeout_sec <= 0) return;
   const double now = NowSec();
   // FailQueuedPushes empties the key's FIFOs, which takes it out of round_starts_.
-  while (!round_starts_.empty() && now - round_starts_.begin()->first > cfg_.timeout_sec) {
-    KeyState* k = round_starts_.begin()->second;
+  for (KeyState* k; (k = round_starts_.Oldest()) != nullptr && now - k->round_since > cfg_.timeout_sec;) {
     Log("sync round of key %s timed out: %s", k->display.c_str(), MissingRanks(*k).c_str());
     FailQueuedPushes(k, KV_ERR_TIMEOUT,
                      StrFormat("the sync round of key %s on server %d timed out after %.0f s",
