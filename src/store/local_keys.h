@@ -499,15 +499,25 @@ inline bool SmallCopyIn(Entry* e, const Array& src) {
   return true;
 }
 
-// Prefetches what element i + kAhead of a push or pull will touch: the entry one step
-// before its small value's data (Entry::data), or the value's array object and data.
+// The caller's array a push group or pull item copies from or into (its first value or its
+// output), for PrefetchAhead.
+inline const Array* CallerArray(const PushGroup& g) { return g.vals[0]; }
+inline const Array* CallerArray(const PullItem& item) { return item.out; }
+
+// Prefetches what element i + kAhead of a push or pull will touch: the entry and the
+// caller's array object one step before the small value's data (Entry::data, or else the
+// value's array object) and the caller's array's data.
 template <typename T>
 void PrefetchAhead(const T* list, size_t n, size_t i) {
-  if (i + 2 * kAhead < n) Prefetch(list[i + 2 * kAhead].entry);
+  if (i + 2 * kAhead < n) {
+    Prefetch(list[i + 2 * kAhead].entry);
+    Prefetch(CallerArray(list[i + 2 * kAhead]));
+  }
   if (i + kAhead < n) {
     const Entry* e = list[i + kAhead].entry;
     if (e->data != nullptr) Prefetch(e->data);
     else Prefetch(e->value.get());
+    Prefetch(CallerArray(list[i + kAhead])->data());
   }
 }
 
