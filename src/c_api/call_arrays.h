@@ -54,7 +54,7 @@ struct CallArrays {
       if (i + 8 < entered) __builtin_prefetch(arrays[i + 8], 1);
       arrays[i]->call_gate().Leave();
     }
-    constexpr size_t kKeep = size_t{1} << 16;  // longer lists go back to the allocator (as CallScratch)
+    constexpr size_t kKeep = size_t{1} << 17;  // longer lists go back to the allocator (as CallScratch)
     if (arrays.capacity() == 0 || arrays.capacity() > kKeep) return;
     arrays.clear();
     try {
