@@ -2,8 +2,8 @@
 // building a string per message (the table of Server::keys_).
 //
 // Storage. Values live in a deque and are only ever appended: a value's address never
-// changes while the table lives (Server keeps KeyState pointers in its waiting set and its
-// round queue). Nothing is removed.
+// changes while the table lives (Server keeps KeyState pointers in its queue of pending
+// rounds, round_starts.h). Nothing is removed.
 //
 // Index. Two open-addressing tables with linear probing, one for int keys and one for
 // string keys, so an int key and a string key never collide (as KeyId::MapKey's "i"/"s"
