@@ -11,6 +11,7 @@ returns, never under it.
 """
 import numbers
 import sys
+import threading
 from ctypes import byref, c_int, c_int64, c_size_t, c_void_p
 
 import numpy
@@ -148,8 +149,11 @@ class _Handle(object):
 # to clear); only owned handles are recorded (a borrowed one is invalidated
 # without close()), and an owned _Handle is released only when collected, which the entry
 # prevents. A call takes an entry's _Handles into a local before the library call, so a
-# clearing meanwhile frees nothing under a running call. Dict and set operations are atomic
-# under the GIL.
+# clearing meanwhile frees nothing under a running call. Recording and clearing hold
+# _PACKED_LOCK, so neither sees the other half done (a list recorded between a clear's two
+# steps would stay in _PACKED with its ids gone from _PACKED_IDS, and a close() of one of its
+# arrays would then clear nothing); lookups read _PACKED without it (a dict get is atomic
+# under the GIL).
 #
 # The keys hold their NDArrays: an array the caller dropped stays alive while a recorded list
 # holds it, until the table is cleared. It is cleared when it is full (_PACKED_MAX lists), when
@@ -164,10 +168,14 @@ _PACKED_MAX = 8
 _PACKED_LEN = 1 << 20  # longer lists are not recorded
 
 
+_PACKED_LOCK = threading.RLock()  # the table's updates; re-entered by a clear from a GC'd store
+
+
 def _forget_packed():
     """Drops every recorded list."""
-    _PACKED.clear()
-    _PACKED_IDS.clear()
+    with _PACKED_LOCK:
+        _PACKED_IDS.clear()
+        _PACKED.clear()
 
 
 def _remember_packed(arrays, handles, packed):
@@ -186,20 +194,23 @@ def _remember_packed(arrays, handles, packed):
         return
     if not all([isinstance(a, NDArray) for a in arrays]) or not all([x.owned for x in handles]):
         return
-    # Lists whose arrays only the table holds (the key, and getrefcount's argument) go now.
-    for key in list(_PACKED):
-        # References when only the table holds a: the key, the loop variable, the argument.
-        if any([sys.getrefcount(a) <= 3 for a in key]):
+    with _PACKED_LOCK:
+        # Lists whose arrays only the table holds (the key, and getrefcount's argument) go now.
+        for key in list(_PACKED):
+            # References when only the table holds a: the key, the loop variable, the argument.
+            if any([sys.getrefcount(a) <= 3 for a in key]):
+                _forget_packed()
+                break
+        if len(_PACKED) >= _PACKED_MAX:
             _forget_packed()
-            break
-    if len(_PACKED) >= _PACKED_MAX:
-        _forget_packed()
-    _PACKED_IDS.update(map(id, arrays))
-    _PACKED[arrays] = (handles, packed)
-    # close() on another thread after the handles were read found nothing to clear: an array
-    # closed meanwhile must not stay in the table.
-    if not all([a._h is x for a, x in zip(arrays, handles)]):
-        _forget_packed()
+        _PACKED_IDS.update(map(id, arrays))
+        _PACKED[arrays] = (handles, packed)
+        # A close() on another thread after the handles were read found nothing to clear, and
+        # a clear re-entered on this thread (a store collected meanwhile) may have dropped the
+        # ids: either way the list must not stay in the table.
+        if not all([a._h is x for a, x in zip(arrays, handles)]) or \
+                not all([i in _PACKED_IDS for i in map(id, arrays)]):
+            _forget_packed()
 
 
 class _HostView(object):

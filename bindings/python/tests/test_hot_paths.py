@@ -176,6 +176,39 @@ def test_an_array_closed_while_its_list_is_recorded_is_refused(store, monkeypatc
         store.push([2, 3], [c, d])
 
 
+def test_a_list_recorded_while_another_thread_clears_the_table_is_still_cleared_by_close(
+        store, monkeypatch):
+    """Thread B clears the recorded lists (any close() or store close does) while thread A
+    records a list: A's list must not outlive the clear half-known (in the table, its ids
+    gone), or a close() of one of its arrays would clear nothing and a later call would use
+    the closed array. B is held in the middle of its clear until A has recorded (or 0.5 s)."""
+    import threading
+    from kvstore import ndarray
+    store.init([2, 3], [nd.zeros(SHAPE)] * 2)
+    c, d = nd.ones(SHAPE), nd.ones(SHAPE)
+    store.push([2, 3], [c, d])  # first sight of the list
+    b_clearing, a_recorded = threading.Event(), threading.Event()
+
+    class HeldClear(set):
+        def clear(self):
+            if threading.current_thread() is not threading.main_thread():
+                b_clearing.set()
+                a_recorded.wait(0.5)
+            super().clear()
+
+    monkeypatch.setattr(ndarray, "_PACKED_IDS", HeldClear(ndarray._PACKED_IDS))
+    b = threading.Thread(target=ndarray._forget_packed)
+    b.start()
+    assert b_clearing.wait(5)
+    store.push([2, 3], [c, d])  # A: the second sight records the list
+    a_recorded.set()
+    b.join(5)
+    assert not b.is_alive()
+    c.close()
+    with pytest.raises(ValueError, match="operation on a closed NDArray"):
+        store.push([2, 3], [c, d])
+
+
 def test_general_shapes_still_work(store):
     store.init([1, 2], [nd.zeros(SHAPE), nd.zeros(SHAPE)])
     store.push(numpy.int64(1), [nd.ones(SHAPE), numpy.ones(SHAPE, numpy.float32)])
