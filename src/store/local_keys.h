@@ -213,7 +213,7 @@ class ScratchLease {
     s_->Reset();
     if (s_->entries.capacity() > kKeepKeys || s_->groups.capacity() > kKeepKeys ||
         s_->grouped.capacity() > kKeepKeys || s_->items.capacity() > kKeepKeys ||
-        s_->locks.capacity() > kKeepKeys || s_->other_locks.capacity() > kKeepKeys || s_->seen.size() > kKeepKeys / 64) {
+        s_->locks.capacity() > kKeepKeys || s_->other_locks.capacity() > kKeepKeys) {
       delete s_;
       return;
     }
@@ -230,7 +230,10 @@ class ScratchLease {
 
  private:
   // 2^17 keys: at about 84 bytes per key, a call of 100,000 keys reuses its lists (~8 MiB);
-  // one of a million gives them back rather than keeping ~80 MiB per thread.
+  // one of a million gives them back rather than keeping ~80 MiB per thread. `seen` is not
+  // counted: it is one bit per slot of the largest store the thread called out of order (a
+  // call of two keys in a big store would otherwise rebuild it every time), far less than
+  // that store's own records.
   static constexpr size_t kKeepKeys = size_t{1} << 17;
   static std::vector<std::unique_ptr<CallScratch>>& Pool() {
     thread_local std::vector<std::unique_ptr<CallScratch>> pool;
