@@ -92,10 +92,12 @@ class FifoSet {
   FifoSet(const FifoSet&) = delete;
   FifoSet& operator=(const FifoSet&) = delete;
 
-  // Sets the number of ranks and the pool of their elements, once (INIT).
+  // Sets the number of ranks and the pool of their elements, once (INIT). Changes nothing
+  // when it cannot allocate the ranks.
   void resize(size_t n, NodePool* pool) {
+    std::unique_ptr<Fifo[]> heap(n > kInline ? new Fifo[n] : nullptr);
+    heap_ = std::move(heap);
     n_ = n;
-    heap_.reset(n > kInline ? new Fifo[n] : nullptr);
     for (Fifo& f : *this) f.set_pool(pool);
   }
   size_t size() const { return n_; }

@@ -312,20 +312,21 @@ void Server::HandleInit(const Message& m, KeyState* k) {
           StrFormat("key %s is already initialised on server %d", k->display.c_str(), rank_));
     return;
   }
+  // Everything the key needs exists before `stored` says it is initialised.
+  k->fifo.resize(static_cast<size_t>(num_workers_), &req_pool_);
+  auto stored = std::make_shared<SharedBuf>();
+  try {
+    stored->array = Array::Create({m.h.count}, m.h.dtype, Context{});
+  } catch (const Error& e) {
+    Reply(m.routing_id, m.h.req_id, e.code(), e.what());
+    return;
+  }
+  CopyBytes(stored->array->data(), m.payload.data(), m.payload.size());
   k->dtype = m.h.dtype;
   k->total = m.h.total;
   k->offset = m.h.offset;
   k->count = m.h.count;
-  k->stored = std::make_shared<SharedBuf>();
-  try {
-    k->stored->array = Array::Create({k->count}, k->dtype, Context{});
-  } catch (const Error& e) {
-    k->stored.reset();
-    Reply(m.routing_id, m.h.req_id, e.code(), e.what());
-    return;
-  }
-  CopyBytes(k->stored->array->data(), m.payload.data(), m.payload.size());
-  k->fifo.resize(static_cast<size_t>(num_workers_), &req_pool_);
+  k->stored = std::move(stored);
   Reply(m.routing_id, m.h.req_id, 0, "");
 }
 

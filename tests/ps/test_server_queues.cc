@@ -1,7 +1,8 @@
 // test_server_queues.cc - the sync server's per-key bookkeeping without sockets:
-// req_fifo.h (per-rank FIFOs of pooled requests: order, ownership, inline ranks) and
-// round_starts.h (pending rounds by start: the same oldest key as an ordered set under any
-// sequence of filings, late filings included, and memory that stays O(pending rounds)).
+// req_fifo.h (per-rank FIFOs of pooled requests: order, ownership, inline ranks, a resize
+// that runs out of memory changes nothing) and round_starts.h (pending rounds by start: the
+// same oldest key as an ordered set under any sequence of filings, late filings included,
+// and memory that stays O(pending rounds)).
 #include <cstdint>
 #include <random>
 #include <set>
@@ -16,6 +17,7 @@
 extern "C" {
 #include "../common/check.h"
 }
+#include "../common/failing_new.h"
 
 using kvstore::dist::FifoSet;
 using kvstore::dist::NodePool;
@@ -99,6 +101,25 @@ void test_many_ranks() {
     CHECK(n == r + 1);
   }
   CHECK(g_live == 15);
+}
+
+// A resize that cannot allocate its ranks leaves the set as it was (no ranks), never a rank
+// count over storage that is not there (a key's INIT that ran out of memory).
+void test_resize_without_memory() {
+  NodePool pool;
+  FifoSet<Item, 2> set;
+  bool threw = false;
+  FailNthAllocation(1);
+  try {
+    set.resize(5, &pool);
+  } catch (const std::bad_alloc&) {
+    threw = true;
+  }
+  StopFailingAllocations();
+  CHECK(threw && set.size() == 0 && set.begin() == set.end());
+  set.resize(5, &pool);
+  set[4].push_back(Item(7));
+  CHECK(set.size() == 5 && set[4].begin()->value == 7);
 }
 
 struct Key {
@@ -188,6 +209,7 @@ void test_stale_entries_compacted() {
 int main() {
   test_fifos_keep_order_and_own_elements();
   test_many_ranks();
+  test_resize_without_memory();
   CHECK(g_live == 0);
   test_oldest_matches_an_ordered_set();
   test_timeout_order();
