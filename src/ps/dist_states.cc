@@ -30,6 +30,11 @@ const PartPlan* PartOn(const WorkerKey& k, int server) {
   return nullptr;
 }
 
+// The worker's record of the key a record names, or nullptr.
+const WorkerKey* Lookup(const WorkerKeys& keys, const optimizer::KeyRecord& r) {
+  return keys.Find(r.is_str, r.key, r.str_key);
+}
+
 bool Before(const optimizer::KeyRecord& a, const optimizer::KeyRecord& b) {
   return a.is_str ? a.str_key < b.str_key : a.key < b.key;
 }
@@ -78,7 +83,8 @@ optimizer::KeyRecord Join(const WorkerKey& k, std::vector<PartState>* parts) {
 optimizer::StatesFile JoinServerStates(const std::vector<std::string>& payloads,
                                        const WorkerKeys& keys) {
   optimizer::StatesFile out;
-  std::map<std::string, std::vector<PartState>> by_key;
+  // By the key's order_id: keys in the order they were initialised.
+  std::map<uint64_t, std::pair<const WorkerKey*, std::vector<PartState>>> by_key;
   for (size_t s = 0; s < payloads.size(); ++s) {
     const int server = static_cast<int>(s);
     optimizer::StatesFile reply;
@@ -95,23 +101,25 @@ optimizer::StatesFile JoinServerStates(const std::vector<std::string>& payloads,
              "save_optimizer_states: server 0 runs %s but server %d runs %s", out.spec.c_str(), server,
              reply.spec.c_str());
     for (optimizer::KeyRecord& r : reply.keys) {
-      const KeyId id = IdOf(r);
-      auto it = keys.find(id.MapKey());
-      KV_CHECK(it != keys.end(), KV_ERR_UNKNOWN_KEY,
+      const WorkerKey* found = Lookup(keys, r);
+      KV_CHECK(found != nullptr, KV_ERR_UNKNOWN_KEY,
                "save_optimizer_states: server %d has optimizer state for key %s, which this worker "
-               "never initialised (init every key on the saving worker)", server, id.Display().c_str());
-      const WorkerKey& k = it->second;
+               "never initialised (init every key on the saving worker)", server,
+               IdOf(r).Display().c_str());
+      const WorkerKey& k = *found;
       const PartPlan* part = PartOn(k, server);
       KV_CHECK(part != nullptr && r.dtype == k.dtype && ShapeSize(r.shape) == part->count,
                KV_ERR_PROTOCOL, "save_optimizer_states: server %d's state of key %s is for %s %s, "
                "not for its part of the key", server, k.display.c_str(), DTypeName(r.dtype),
                ShapeToString(r.shape).c_str());
-      by_key[id.MapKey()].push_back(PartState{part, server, std::move(r)});
+      auto& slot = by_key[k.order_id];
+      slot.first = &k;
+      slot.second.push_back(PartState{part, server, std::move(r)});
     }
   }
   for (auto& entry : by_key) {
-    const WorkerKey& k = keys.at(entry.first);
-    std::vector<PartState>& parts = entry.second;
+    const WorkerKey& k = *entry.second.first;
+    std::vector<PartState>& parts = entry.second.second;
     if (parts.size() != k.parts.size()) {
       std::string have;
       for (const PartState& p : parts) have += StrFormat("%s%d", have.empty() ? "" : ", ", p.server);
@@ -128,18 +136,19 @@ optimizer::StatesFile JoinServerStates(const std::vector<std::string>& payloads,
 void CheckStatesAgainstKeys(const optimizer::StatesFile& file, const WorkerKeys& keys,
                             const std::string& path) {
   for (const optimizer::KeyRecord& r : file.keys) {
-    const KeyId id = IdOf(r);
-    auto it = keys.find(id.MapKey());
-    if (it == keys.end() && !keys.empty()) {
-      const bool store_str = keys.begin()->second.id.is_str;
+    const WorkerKey* found = Lookup(keys, r);
+    // A store holds keys of one kind (WorkerStore::CheckKind): a record of the other kind is
+    // a kind mismatch, not an unknown key.
+    if (found == nullptr && keys.size() > 0) {
+      const bool store_str = keys.CountOf(true) > 0;
       KV_CHECK(store_str == r.is_str, KV_ERR_KEY_KIND_MISMATCH,
                "optimizer states file '%s' has %s keys but this store uses %s keys", path.c_str(),
                r.is_str ? "string" : "int", store_str ? "string" : "int");
     }
-    KV_CHECK(it != keys.end(), KV_ERR_UNKNOWN_KEY,
+    KV_CHECK(found != nullptr, KV_ERR_UNKNOWN_KEY,
              "optimizer states file '%s' has state for key %s, which is not initialised in this store",
              path.c_str(), r.Name().c_str());
-    const WorkerKey& k = it->second;
+    const WorkerKey& k = *found;
     KV_CHECK(r.dtype == k.dtype, KV_ERR_DTYPE_MISMATCH,
              "optimizer states file '%s': key %s was saved for a %s weight but the stored value is %s",
              path.c_str(), r.Name().c_str(), DTypeName(r.dtype), DTypeName(k.dtype));
@@ -164,7 +173,10 @@ std::vector<std::string> SplitForServers(const optimizer::StatesFile& file, cons
     f.spec = file.spec;
   }
   for (const optimizer::KeyRecord& r : file.keys) {  // file order: each server's stays sorted
-    const WorkerKey& k = keys.at(IdOf(r).MapKey());
+    const WorkerKey* found = Lookup(keys, r);
+    KV_CHECK(found != nullptr, KV_ERR_INTERNAL, "load_optimizer_states: key %s was not checked",
+             r.Name().c_str());
+    const WorkerKey& k = *found;
     for (const PartPlan& p : k.parts) {
       optimizer::KeyRecord piece;
       piece.is_str = r.is_str;

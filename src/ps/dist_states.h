@@ -17,18 +17,15 @@
 #pragma once
 
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "optimizer/state_file.h"
 #include "ps/op.h"
 #include "ps/worker_io.h"
+#include "ps/worker_keys.h"
 
 namespace kvstore {
 namespace dist {
-
-// The worker's keys by KeyId::MapKey (the worker's registry).
-using WorkerKeys = std::unordered_map<std::string, WorkerKey>;
 
 // Joins the SAVE_STATES replies (payloads[s]: server s's) into one file of whole keys.
 // Throws PROTOCOL for a reply that does not decode or names a part the worker does not

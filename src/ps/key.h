@@ -1,9 +1,10 @@
 // key.h - the identity of a key of a distributed store, in the one encoding every node
-// uses: how it travels (the header's key, or the string frame with kFlagStrKey), how a node
-// files it (MapKey), how messages name it (Display) and where its parts live (Parts).
+// uses: how it travels (the header's key, or the string frame with kFlagStrKey), how
+// messages name it (Display) and where its parts live (Parts). Nodes file keys in a
+// KeyTable (key_table.h), which needs no encoding of its own.
 //
-// Invariants. An int key and a string key never share a MapKey ("i" + the 8 bytes of the
-// int, "s" + the text), so one map can hold both kinds. A string key travels by its text
+// Invariants. An int key and a string key are different keys whatever their bytes (a
+// KeyTable indexes the two kinds apart). A string key travels by its text
 // (never empty on the wire) and is placed by StableHash of it, so every node computes the
 // same placement. Plain value type; no shared state, any thread.
 #pragma once
@@ -41,16 +42,6 @@ struct KeyId {
     return k;
   }
 
-  // The map key of key i of `keys`, without building a KeyId.
-  static std::string MapKeyOf(const KeyList& keys, int i) {
-    return keys.kind == KeyKind::kStr ? EncodeStr(keys.strs[i]) : EncodeInt(keys.ints[i]);
-  }
-  // The map key of the key a data message names, without building a KeyId.
-  static std::string MapKeyOf(const WireHeader& h, const std::string& str) {
-    return (h.flags & kFlagStrKey) != 0 ? EncodeStr(str) : EncodeInt(h.key);
-  }
-  std::string MapKey() const { return is_str ? EncodeStr(name) : EncodeInt(int_key); }
-
   // "3" or "\"weight\"" for messages (as KeyList::Name).
   std::string Display() const { return is_str ? "\"" + name + "\"" : std::to_string(int_key); }
 
@@ -65,14 +56,6 @@ struct KeyId {
   std::vector<PartPlan> Parts(int64_t total, int num_servers, int64_t bound, int64_t row_len) const {
     return PlanParts(is_str, int_key, name, total, num_servers, bound, row_len);
   }
-
- private:
-  static std::string EncodeInt(int64_t k) {
-    std::string id("i");
-    id.append(reinterpret_cast<const char*>(&k), sizeof(k));
-    return id;
-  }
-  static std::string EncodeStr(const std::string& s) { return "s" + s; }
 };
 
 }  // namespace dist

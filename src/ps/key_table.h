@@ -1,19 +1,22 @@
-// key_table.h - a server's key parts, found by the key a data message names without
-// building a string per message (the table of Server::keys_).
+// key_table.h - values found by a key of a distributed store (an int or a string) without
+// building a string per lookup: a server's key parts by the key a data message names
+// (Server::keys_), a worker's keys by the keys of a call (WorkerStore::keys_).
 //
 // Storage. Values live in a deque and are only ever appended: a value's address never
 // changes while the table lives (Server keeps KeyState pointers in its queue of pending
 // rounds, round_starts.h). Nothing is removed.
 //
 // Index. Two open-addressing tables with linear probing, one for int keys and one for
-// string keys, so an int key and a string key never collide (as KeyId::MapKey's "i"/"s"
-// prefixes keep them apart). An int key's entry holds the key itself, so a lookup reads one
-// entry (16 bytes; four to a cache line) and touches no value; a string key's entry holds
+// string keys, so an int key and a string key never collide (key.h). An int key's entry
+// holds the key itself, so a lookup reads one entry (16 bytes; four to a cache line) and
+// touches no value; a string key's entry holds
 // the 64-bit hash of its bytes and the text is compared on the value only when the hashes
 // match. Capacities are powers of two, at most half full: a miss ends at the first empty
 // entry after a probe of expected length < 2.5.
 //
-// V must have `is_str`, `int_key` and `name` (the key's identity, set by Insert). One
+// Identity. `IdOf::Of(v)` is where a value keeps its key's identity: a struct with `is_str`,
+// `int_key` and `name`, set by Insert and never changed after. By default V itself (the
+// server's KeyState); the worker's WorkerKey keeps it in its KeyId (worker_keys.h). One
 // thread; not thread-safe.
 #pragma once
 
@@ -28,7 +31,13 @@
 namespace kvstore {
 namespace dist {
 
-template <typename V>
+// The default IdOf: a value is its own identity.
+struct IdentityInValue {
+  template <typename V>
+  static V& Of(V& v) { return v; }
+};
+
+template <typename V, typename IdOf = IdentityInValue>
 class KeyTable {
  public:
   KeyTable() = default;
@@ -36,6 +45,8 @@ class KeyTable {
   KeyTable& operator=(const KeyTable&) = delete;
 
   size_t size() const { return values_.size(); }
+  // How many of the keys are string keys (is_str) or int keys.
+  size_t CountOf(bool is_str) const { return is_str ? strs_used_ : ints_used_; }
 
   // The value of an int key, or nullptr.
   V* FindInt(int64_t key) const {
@@ -55,7 +66,7 @@ class KeyTable {
     for (size_t i = h & mask;; i = (i + 1) & mask) {
       const Entry& e = strs_[i];
       if (e.value == nullptr) return nullptr;
-      if (e.word == h && e.value->name == name) return e.value;
+      if (e.word == h && IdOf::Of(*e.value).name == name) return e.value;
     }
   }
   V* Find(bool is_str, int64_t key, std::string_view name) const {
@@ -66,9 +77,10 @@ class KeyTable {
   // identity fields set; its other fields are V's defaults.
   V* Insert(bool is_str, int64_t key, std::string_view name) {
     V& v = values_.emplace_back();
-    v.is_str = is_str;
-    v.int_key = key;
-    if (is_str) v.name.assign(name.data(), name.size());
+    auto& id = IdOf::Of(v);
+    id.is_str = is_str;
+    id.int_key = key;
+    if (is_str) id.name.assign(name.data(), name.size());
     std::vector<Entry>& index = is_str ? strs_ : ints_;
     size_t& used = is_str ? strs_used_ : ints_used_;
     if (2 * (used + 1) > index.size()) Grow(&index);
@@ -81,6 +93,10 @@ class KeyTable {
   template <typename F>
   void ForEach(F&& f) {
     for (V& v : values_) f(v);
+  }
+  template <typename F>
+  void ForEach(F&& f) const {
+    for (const V& v : values_) f(v);
   }
 
  private:

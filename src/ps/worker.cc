@@ -23,7 +23,7 @@
 #include <exception>
 #include <mutex>
 #include <string>
-#include <unordered_set>
+#include <string_view>
 #include <vector>
 
 #include "core/dtype.h"
@@ -102,27 +102,30 @@ void WorkerStore::CheckKind(const KeyList& keys) {
            keys.Name(0).c_str(), kind_ == KeyKind::kInt ? "int" : "string");
 }
 
+// Key i of a call, after CheckKind: one probe of the index of the call's key kind.
 WorkerKey* WorkerStore::FindKey(const KeyList& keys, int i) {
-  auto it = keys_.find(KeyId::MapKeyOf(keys, i));
-  KV_CHECK(it != keys_.end(), KV_ERR_UNKNOWN_KEY, "key %s is not initialised (init it first)",
+  WorkerKey* k = keys.kind == KeyKind::kStr ? keys_.FindStr(keys.strs[i]) : keys_.FindInt(keys.ints[i]);
+  KV_CHECK(k != nullptr, KV_ERR_UNKNOWN_KEY, "key %s is not initialised (init it first)",
            keys.Name(i).c_str());
-  return &it->second;
+  return k;
 }
 
 // Checks and files the keys of an init call; all or nothing.
 std::vector<WorkerKey*> WorkerStore::AddKeys(const KeyList& keys, const Array* const* vals) {
   std::lock_guard<std::mutex> lock(registry_mu_);
   CheckKind(keys);
-  std::vector<KeyId> ids;
-  std::vector<std::string> map_keys;
-  std::unordered_set<std::string> seen;  // linear in the keys of the call
+  KeyTable<KeyId> seen;  // the call's keys: one named twice fails (linear in the call)
+  std::vector<const KeyId*> ids;
+  ids.reserve(static_cast<size_t>(keys.size));
+  const bool is_str = keys.kind == KeyKind::kStr;
   for (int i = 0; i < keys.size; ++i) {
-    KeyId id = KeyId::Of(keys, i);
-    std::string mk = id.MapKey();
-    KV_CHECK(seen.insert(mk).second, KV_ERR_INVALID_ARGUMENT, "key %s appears twice in one init",
-             keys.Name(i).c_str());
-    KV_CHECK(keys_.count(mk) == 0, KV_ERR_DUPLICATE_KEY, "key %s is already initialised",
-             keys.Name(i).c_str());
+    const int64_t int_key = is_str ? 0 : keys.ints[i];
+    const std::string_view name = is_str ? std::string_view(keys.strs[i]) : std::string_view();
+    KV_CHECK(seen.Find(is_str, int_key, name) == nullptr, KV_ERR_INVALID_ARGUMENT,
+             "key %s appears twice in one init", keys.Name(i).c_str());
+    KV_CHECK(keys_.Find(is_str, int_key, name) == nullptr, KV_ERR_DUPLICATE_KEY,
+             "key %s is already initialised", keys.Name(i).c_str());
+    const KeyId& id = *seen.Insert(is_str, int_key, name);
     // The wire names a string key by its text, so the text cannot be empty.
     KV_CHECK(!id.is_str || !id.name.empty(), KV_ERR_INVALID_ARGUMENT,
              "key \"\": a distributed store needs non-empty string keys");
@@ -130,15 +133,15 @@ std::vector<WorkerKey*> WorkerStore::AddKeys(const KeyList& keys, const Array* c
     CheckPartsFit(id.Parts(vals[i]->size(), io_->num_servers(), cfg_.bigarray_bound,
                            PlacementRowLen(vals[i]->shape())),
                   DTypeSize(vals[i]->dtype()), keys.Name(i));
-    ids.push_back(std::move(id));
-    map_keys.push_back(std::move(mk));
+    ids.push_back(&id);
   }
   if (keys.size > 0) kind_ = keys.kind;
   std::vector<WorkerKey*> added;
+  added.reserve(ids.size());
   for (int i = 0; i < keys.size; ++i) {
     const Array& v = *vals[i];
-    WorkerKey& k = keys_[map_keys[static_cast<size_t>(i)]];
-    k.id = std::move(ids[static_cast<size_t>(i)]);
+    const KeyId& id = *ids[static_cast<size_t>(i)];
+    WorkerKey& k = *keys_.Insert(id.is_str, id.int_key, id.name);
     k.display = keys.Name(i);
     k.order_id = next_order_id_++;
     k.shape = v.shape();

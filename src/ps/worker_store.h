@@ -11,7 +11,6 @@
 #include <mutex>
 #include <optional>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "comm/comm.h"
@@ -21,6 +20,7 @@
 #include "ps/op.h"
 #include "ps/ps.h"
 #include "ps/worker_io.h"
+#include "ps/worker_keys.h"
 
 namespace kvstore {
 namespace dist {
@@ -105,7 +105,7 @@ class WorkerStore : public Store, public Distributed {
 
   std::mutex registry_mu_;  // guards the four below
   KeyKind kind_ = KeyKind::kNone;
-  std::unordered_map<std::string, WorkerKey> keys_;  // by KeyId::MapKey
+  WorkerKeys keys_;  // records never move (worker_keys.h)
   uint64_t next_order_id_ = 1;
   std::optional<OptimizerSpec> optimizer_;  // the servers' optimizer, to vet pushed dtypes
   std::atomic<int> recv_f16_{KV_FLOAT16};    // its RecvDType of float16 keys (mp_push.h)

@@ -1,6 +1,7 @@
 // test_key_table.cc - the server's table of key parts (src/ps/key_table.h): int and string
 // keys kept apart, every key found again after the index has grown many times, unknown keys
-// not found, values that never move, insertion order for ForEach.
+// not found, values that never move, insertion order for ForEach, a value that keeps its
+// identity in a member (the worker's WorkerKey and its KeyId), the count of each kind.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -30,7 +31,7 @@ void test_empty_table_finds_nothing() {
   CHECK(t.FindStr("w") == nullptr);
 }
 
-// An int key and a string key are different keys whatever their bytes (KeyId::MapKey's rule).
+// An int key and a string key are different keys whatever their bytes (key.h).
 void test_int_and_string_keys_apart() {
   KeyTable<Val> t;
   Val* i3 = t.Insert(false, 3, "");
@@ -100,9 +101,54 @@ void test_many_keys_found_and_stable() {
   CHECK(seen == tag && ordered);
 }
 
+// A value whose identity is a member, as WorkerKey's KeyId (worker_keys.h): Insert sets the
+// member, string keys are compared on the member's name, the value's own fields are free.
+struct Id {
+  bool is_str = false;
+  int64_t int_key = 0;
+  std::string name;
+};
+struct Outer {
+  std::string name = "not the key";  // a field of the value that is not its identity
+  Id id;
+  int tag = 0;
+};
+struct IdInMember {
+  static Id& Of(Outer& v) { return v.id; }
+};
+
+void test_identity_in_a_member() {
+  KeyTable<Outer, IdInMember> t;
+  Outer* w = t.Insert(true, 0, "weight");
+  Outer* i7 = t.Insert(false, 7, "");
+  CHECK(w->id.is_str && w->id.name == "weight" && w->name == "not the key");
+  CHECK(!i7->id.is_str && i7->id.int_key == 7);
+  CHECK(t.FindStr("weight") == w && t.FindInt(7) == i7);
+  CHECK(t.FindStr("not the key") == nullptr && t.FindStr("7") == nullptr);
+  std::vector<Outer*> more;
+  for (int i = 0; i < 1000; ++i) more.push_back(t.Insert(true, 0, "k" + std::to_string(i)));
+  int wrong = 0;
+  for (int i = 0; i < 1000; ++i) wrong += t.FindStr("k" + std::to_string(i)) != more[static_cast<size_t>(i)];
+  CHECK_MSG(wrong == 0, "%d string keys not found through the member", wrong);
+  CHECK(t.FindStr("weight") == w);
+}
+
+// CountOf: the keys of each kind (a worker's store holds one kind; dist_states.cc asks
+// which).
+void test_count_of_each_kind() {
+  KeyTable<Val> t;
+  CHECK(t.CountOf(false) == 0 && t.CountOf(true) == 0);
+  t.Insert(false, 1, "");
+  t.Insert(false, 2, "");
+  t.Insert(true, 0, "a");
+  CHECK(t.CountOf(false) == 2 && t.CountOf(true) == 1 && t.size() == 3);
+}
+
 }  // namespace
 
 int main() {
+  test_identity_in_a_member();
+  test_count_of_each_kind();
   test_empty_table_finds_nothing();
   test_int_and_string_keys_apart();
   test_many_keys_found_and_stable();
