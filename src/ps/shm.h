@@ -35,9 +35,9 @@
 // space, and a peer that stops reading (dead, hung) only turns its connection back into a
 // TCP one.
 //
-// Chunks. A payload of at least two chunks' worth (chunk_bytes(), 0: never) is pipelined:
-// the sender reserves ring space for all of it (the same room rule as a single payload) and
-// sends it as consecutive messages of the same header and string, each carrying kFlagShm |
+// Chunks (KVSTORE_SHM_CHUNK_BYTES, off by default). A payload of at least two chunks' worth
+// (chunk_bytes(), 0: never) is pipelined: the sender reserves ring space for all of it (the
+// same room rule as a single payload) and sends it as consecutive messages of the same header and string, each carrying kFlagShm |
 // kFlagShmPart and a ShmPart naming the next bytes of the payload, sent as soon as those
 // bytes are in the ring; the receiver copies each part into a buffer of its own (Buffer) as
 // it arrives, while the sender fills the next, and handles the message once the last part
@@ -101,9 +101,12 @@ static_assert(sizeof(ShmPart) == 32, "a shared-memory part descriptor is 32 byte
 // Payloads shorter than this go inline (the descriptor and the bookkeeping cost as much).
 constexpr size_t kShmMinBytes = 1024;
 
-// Chunk sizes (Chunks): KVSTORE_SHM_CHUNK_BYTES, read by ShmChunkBytes (0 turns chunking
-// off; other values are clamped to [kShmMinChunkBytes, 1 GiB]).
-constexpr size_t kShmDefaultChunkBytes = size_t{2} << 20;
+// Chunk sizes (Chunks): KVSTORE_SHM_CHUNK_BYTES, read by ShmChunkBytes (0, the default,
+// turns chunking off; other values are clamped to [kShmMinChunkBytes, 1 GiB]). Off by
+// default: on the 2-vCPU machine, shared with other work, 2 and 4 MiB parts measured no
+// faster than whole payloads (docs/perf-log/2026-11-24-shmpipe.md); the overlap they buy
+// needs a core idle while the other copies.
+constexpr size_t kShmDefaultChunkBytes = 0;
 constexpr size_t kShmMinChunkBytes = size_t{64} << 10;
 size_t ShmChunkBytes();
 
