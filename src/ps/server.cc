@@ -57,10 +57,10 @@ void Server::Run() {
     CheckRoundTimeouts();
   }
   if (cfg_.verbose >= 1) {
-    uint64_t puts = 0, misses = 0, chunked = 0;
-    shm_.Counts(&puts, &misses, &chunked);
-    Log("stopped; %" PRIu64 " payloads sent through shared memory (%" PRIu64 " of them in parts), %" PRIu64
-        " inline for want of room", puts, chunked, misses);
+    uint64_t puts = 0, misses = 0;
+    shm_.Counts(&puts, &misses);
+    Log("stopped; %" PRIu64 " payloads sent through shared memory, %" PRIu64 " inline for want of room",
+        puts, misses);
   }
   if (!dead_list_.empty()) {
     KV_FAIL(KV_ERR_PEER_DEAD, "server %d stopped after %s died", rank_, dead_list_.c_str());

@@ -12,11 +12,8 @@
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <deque>
-#include <new>
-#include <vector>
 #include <mutex>
 #include <utility>
 
@@ -70,40 +67,6 @@ std::string BootId() {
 
 std::string Errno(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
 
-// Buffers Buffer keeps for reuse, per link: at most this many, of at most a ring's bytes in all.
-constexpr size_t kPoolBuffers = 4;
-
-}  // namespace
-
-size_t ShmChunkBytes() {
-  const char* v = std::getenv("KVSTORE_SHM_CHUNK_BYTES");
-  if (v == nullptr || *v == '\0') return kShmDefaultChunkBytes;
-  char* end = nullptr;
-  const unsigned long long n = std::strtoull(v, &end, 10);
-  if (end == v || *end != '\0') {
-    Log("KVSTORE_SHM_CHUNK_BYTES=%s is not a number of bytes; using %zu", v, kShmDefaultChunkBytes);
-    return kShmDefaultChunkBytes;
-  }
-  if (n == 0) return 0;
-  return static_cast<size_t>(std::min<unsigned long long>(std::max<unsigned long long>(n, kShmMinChunkBytes), 1ull << 30));
-}
-
-// Buffer's recycled buffers: (bytes, memory), the most recently returned last.
-struct ShmLink::Pool {
-  std::mutex mu;
-  std::vector<std::pair<size_t, void*>> free;
-  size_t bytes = 0;      // of `free`
-  size_t max_bytes = 0;  // a ring's
-  ~Pool() {
-    for (auto& b : free) std::free(b.second);
-  }
-};
-
-namespace {
-struct PoolHold {
-  std::shared_ptr<void> pool;  // a ShmLink::Pool
-  size_t n;
-};
 }  // namespace
 
 // The mapping, shared by the link and the views into its incoming ring (shm.h, Lifetime),
@@ -140,7 +103,7 @@ uint64_t* ShmLink::Written(int r) const {
   return reinterpret_cast<uint64_t*>(static_cast<char*>(base_) + kWrittenOffset[r]);
 }
 
-std::unique_ptr<ShmLink> ShmLink::Create(size_t ring_bytes, std::string* why, size_t server_chunk_bytes) {
+std::unique_ptr<ShmLink> ShmLink::Create(size_t ring_bytes, std::string* why) {
   const uint64_t ring = (static_cast<uint64_t>(ring_bytes) + kHeaderBytes - 1) / kHeaderBytes * kHeaderBytes;
   if (ring == 0 || ring > kMaxRingBytes) {
     *why = "ring size out of range";
@@ -186,8 +149,8 @@ std::unique_ptr<ShmLink> ShmLink::Create(size_t ring_bytes, std::string* why, si
   l->out_ = 0;
   l->seg_->consumed = l->Consumed(1);
   char offer[256];
-  std::snprintf(offer, sizeof(offer), "kvshm1 %s %d %d %zu %s %zu", boot.c_str(), static_cast<int>(getpid()),
-                l->fd_, l->map_bytes_, Hex(nonce, sizeof(nonce)).c_str(), server_chunk_bytes);
+  std::snprintf(offer, sizeof(offer), "kvshm1 %s %d %d %zu %s", boot.c_str(), static_cast<int>(getpid()),
+                l->fd_, l->map_bytes_, Hex(nonce, sizeof(nonce)).c_str());
   l->offer_ = offer;
   return l;
 }
@@ -195,10 +158,9 @@ std::unique_ptr<ShmLink> ShmLink::Create(size_t ring_bytes, std::string* why, si
 std::unique_ptr<ShmLink> ShmLink::Accept(const std::string& offer, std::string* why) {
   char boot[64], nonce_hex[64], tail[2];
   int pid = 0, fd = -1;
-  unsigned long long bytes = 0, chunk = 0;
+  unsigned long long bytes = 0;
   if (offer.size() > 200 ||
-      std::sscanf(offer.c_str(), "kvshm1 %63s %d %d %llu %63s %llu %1s", boot, &pid, &fd, &bytes, nonce_hex, &chunk,
-                  tail) != 6 ||
+      std::sscanf(offer.c_str(), "kvshm1 %63s %d %d %llu %63s %1s", boot, &pid, &fd, &bytes, nonce_hex, tail) != 5 ||
       pid <= 0 || fd < 0 || std::strlen(nonce_hex) != 2 * kNonceBytes) {
     *why = "malformed offer";
     return nullptr;
@@ -213,9 +175,8 @@ std::unique_ptr<ShmLink> ShmLink::Accept(const std::string& offer, std::string* 
     nonce[i] = static_cast<unsigned char>(v);
   }
   const uint64_t ring = bytes >= kHeaderBytes ? (bytes - kHeaderBytes) / 2 : 0;
-  if (ring == 0 || ring % kHeaderBytes != 0 || ring > kMaxRingBytes || kHeaderBytes + 2 * ring != bytes ||
-      (chunk != 0 && (chunk < kShmMinChunkBytes || chunk > ring))) {
-    *why = "segment or chunk size out of range";
+  if (ring == 0 || ring % kHeaderBytes != 0 || ring > kMaxRingBytes || kHeaderBytes + 2 * ring != bytes) {
+    *why = "segment size out of range";
     return nullptr;
   }
   if (BootId() != boot) {
@@ -270,7 +231,6 @@ std::unique_ptr<ShmLink> ShmLink::Accept(const std::string& offer, std::string* 
   l->out_ = 1;
   l->seg_->consumed = l->Consumed(0);
   l->sending_ = true;
-  l->chunk_bytes_ = static_cast<size_t>(chunk);
   return l;
 }
 
@@ -350,40 +310,6 @@ bool ShmLink::Put(const void* src, size_t n, ShmDesc* d) {
   return true;
 }
 
-bool ShmLink::Reserve(size_t n, Reservation* r) {
-  if (!sending_ || n == 0) return false;
-  if (n > ring_bytes_) {
-    ++misses_;
-    return false;
-  }
-  if (!Refresh()) return false;
-  uint64_t off, need;
-  if (!Room(n, &off, &need)) {
-    ++misses_;
-    return false;
-  }
-  ++puts_;
-  ++chunked_;
-  // The space is taken now (later payloads go after it); the written position that the
-  // reader sees moves part by part (PutPart).
-  const uint64_t aligned = (n + kAlign - 1) / kAlign * kAlign;
-  r->off = off;
-  r->end = written_ + need;
-  r->start = r->end - aligned;
-  r->n = n;
-  written_ = r->end;
-  return true;
-}
-
-void ShmLink::PutPart(const Reservation& r, const void* src, size_t at, size_t len, ShmPart* d) {
-  std::memcpy(Ring(out_) + r.off + at, src, len);
-  d->offset = r.off + at;
-  d->len = len;
-  d->at = at;
-  d->end = at + len == r.n ? r.end : r.start + at + len;
-  __atomic_store_n(Written(out_), d->end, __ATOMIC_RELEASE);
-}
-
 bool ShmLink::View(const ShmDesc& d, uint64_t len, zmq::message_t* out, std::string* why) {
   if (d.len != len || d.len == 0) {
     *why = "shared-memory descriptor length differs from the header";
@@ -393,84 +319,8 @@ bool ShmLink::View(const ShmDesc& d, uint64_t len, zmq::message_t* out, std::str
     *why = "shared-memory descriptor outside the ring";
     return false;
   }
-  ViewRange(d.offset, d.len, d.end, out);
-  return true;
-}
-
-bool ShmLink::CopyPart(const ShmPart& d, uint64_t total, char* dst, std::string* why) {
-  if (d.len == 0 || d.at > total || d.len > total - d.at) {
-    *why = "shared-memory part outside the payload";
-    return false;
-  }
-  if (d.offset > ring_bytes_ || d.len > ring_bytes_ - d.offset) {
-    *why = "shared-memory part outside the ring";
-    return false;
-  }
-  zmq::message_t view;
-  ViewRange(d.offset, d.len, d.end, &view);
-  std::memcpy(dst + d.at, view.data(), view.size());
-  return true;
-}
-
-zmq::message_t ShmLink::Buffer(size_t n) {
-  if (!pool_) {
-    pool_ = std::make_shared<Pool>();
-    pool_->max_bytes = ring_bytes_;
-  }
-  const size_t rounded = (n + kAlign - 1) / kAlign * kAlign;
-  void* p = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(pool_->mu);
-    auto& f = pool_->free;
-    for (size_t i = f.size(); i-- > 0;) {
-      if (f[i].first == rounded) {
-        p = f[i].second;
-        pool_->bytes -= rounded;
-        f.erase(f.begin() + static_cast<std::ptrdiff_t>(i));
-        break;
-      }
-    }
-  }
-  if (p == nullptr) p = std::aligned_alloc(kAlign, rounded);
-  if (p == nullptr) throw std::bad_alloc();
-  auto* hold = new PoolHold{pool_, rounded};
-  try {
-    return zmq::message_t(p, n, &ShmLink::ReturnBuffer, hold);
-  } catch (...) {
-    delete hold;
-    std::free(p);
-    throw;
-  }
-}
-
-// A buffer's bytes go back to the pool, the oldest ones out when it is over its bounds.
-void ShmLink::ReturnBuffer(void* data, void* hint) {
-  std::unique_ptr<PoolHold> h(static_cast<PoolHold*>(hint));
-  Pool& pool = *static_cast<Pool*>(h->pool.get());
-  std::vector<void*> drop;
-  {
-    std::lock_guard<std::mutex> lock(pool.mu);
-    if (h->n > pool.max_bytes) {
-      drop.push_back(data);
-    } else {
-      pool.free.emplace_back(h->n, data);
-      pool.bytes += h->n;
-      while (pool.free.size() > kPoolBuffers || pool.bytes > pool.max_bytes) {
-        drop.push_back(pool.free.front().second);
-        pool.bytes -= pool.free.front().first;
-        pool.free.erase(pool.free.begin());
-      }
-    }
-  }
-  for (void* p : drop) std::free(p);
-}
-
-// A view of `len` bytes at `offset` of the incoming ring (the caller checked the bounds),
-// freeing the ring up to `end` once it and the views before it are gone.
-void ShmLink::ViewRange(uint64_t offset, uint64_t len, uint64_t end, zmq::message_t* out) {
-  // Pairs with the writer's release of a position at or past `end` (the value itself is
-  // the peer's word, like the descriptor: only the callers' bounds checks protect this
-  // process).
+  // Pairs with the writer's release of a position at or past d.end (the value itself is
+  // the peer's word, like the descriptor: only the bounds above protect this process).
   (void)__atomic_load_n(Written(1 - out_), __ATOMIC_ACQUIRE);
   // The lease exists before its entry does: an entry with no lease would never end, and the
   // consumed position would never pass it.
@@ -478,16 +328,17 @@ void ShmLink::ViewRange(uint64_t offset, uint64_t len, uint64_t end, zmq::messag
   {
     std::lock_guard<std::mutex> lock(seg_->mu);
     owned->seq = seg_->first + seg_->views.size();
-    seg_->views.emplace_back(end, false);
+    seg_->views.emplace_back(d.end, false);
   }
   Lease* lease = owned.release();
   try {
-    zmq::message_t m(Ring(1 - out_) + offset, static_cast<size_t>(len), &ShmLink::EndView, lease);
+    zmq::message_t m(Ring(1 - out_) + d.offset, static_cast<size_t>(d.len), &ShmLink::EndView, lease);
     *out = std::move(m);
   } catch (...) {
     EndView(nullptr, lease);
     throw;
   }
+  return true;
 }
 
 bool ShmLink::Take(const ShmDesc& d, uint64_t len, zmq::message_t* out, std::string* why) {
@@ -517,13 +368,11 @@ void ShmLink::EndView(void* /*data*/, void* hint) {
   }
 }
 
-void ShmPeers::Counts(uint64_t* puts, uint64_t* misses, uint64_t* chunked) const {
+void ShmPeers::Counts(uint64_t* puts, uint64_t* misses) const {
   *puts = *misses = 0;
-  if (chunked != nullptr) *chunked = 0;
   for (const auto& e : links_) {
     *puts += e.second.link->puts();
     *misses += e.second.link->misses();
-    if (chunked != nullptr) *chunked += e.second.link->chunked();
   }
 }
 

@@ -9,8 +9,7 @@
 //
 // Handshake (over the authenticated ZeroMQ connection, transport.h):
 //   1. The worker creates the segment, writes a random 16-byte nonce into its header and
-//      sends SHM_OFFER (req_id 0) with "kvshm1 <boot id> <pid> <fd> <bytes> <nonce hex>
-//      <chunk bytes>", the last the server's chunk_bytes() for this connection (Chunks).
+//      sends SHM_OFFER (req_id 0) with "kvshm1 <boot id> <pid> <fd> <bytes> <nonce hex>".
 //   2. The server checks that the boot id is its host's, that /proc/<pid>/fd/<fd> is a
 //      kvstore memfd, opens it (the kernel allows that only to the worker's own user,
 //      ptrace rules), checks owner, size and seals, maps it, checks the nonce and closes the
@@ -34,26 +33,6 @@
 // fit in the free part of the ring travels inline over TCP: nothing ever waits for ring
 // space, and a peer that stops reading (dead, hung) only turns its connection back into a
 // TCP one.
-//
-// Chunks (KVSTORE_SHM_CHUNK_BYTES, off by default). A payload of at least two chunks' worth
-// (chunk_bytes(), 0: never) is pipelined: the sender reserves ring space for all of it (the
-// same room rule as a single payload) and sends it as consecutive messages of the same header and string, each carrying kFlagShm |
-// kFlagShmPart and a ShmPart naming the next bytes of the payload, sent as soon as those
-// bytes are in the ring; the receiver copies each part into a buffer of its own (Buffer) as
-// it arrives, while the sender fills the next, and handles the message once the last part
-// is in: the receiver's copy out of the ring overlaps the sender's copy into it instead of
-// following it. The assembled payload is not a view of the ring (Message::payload_in_ring
-// is false), so a receiver that can keep it as it is (a lone worker's push as the stored
-// value, a whole-value reply as the output's storage) saves the copy it would otherwise make
-// from the ring, and chunking costs no extra pass there; elsewhere (a round summing several
-// workers' pushes, a reply filling part of an output) reading the ring in place is cheaper,
-// so each side chunks only towards a peer that keeps whole payloads (worker_io.cc). Parts of
-// one payload are never interleaved with other messages of the connection; a part that does
-// not continue the payload being assembled (another header or string, a gap, an overlap,
-// bytes beyond the payload, a first part while one is assembled) is refused and the assembly
-// dropped. The assembly belongs to the link and goes with it (a dead worker's); it is never
-// larger than a ring (a sender reserves a whole payload in its ring), so a peer's header
-// cannot make the receiver allocate more.
 //
 // Trust. The peer is a job member (it got past CURVE when the job has a secret); its
 // segment contents are data, never trusted for control: offsets from messages are bounds-
@@ -88,34 +67,14 @@ struct ShmDesc {
 };
 static_assert(sizeof(ShmDesc) == 24, "a shared-memory descriptor is 24 bytes");
 
-// The payload frame of a message with kFlagShm | kFlagShmPart: bytes [at, at + len) of the
-// header's payload_len-byte payload (Chunks, above).
-struct ShmPart {
-  uint64_t offset;  // of the bytes in the sender's ring
-  uint64_t len;     // > 0
-  uint64_t end;     // the ring's written position after these bytes
-  uint64_t at;      // their place in the payload
-};
-static_assert(sizeof(ShmPart) == 32, "a shared-memory part descriptor is 32 bytes");
-
 // Payloads shorter than this go inline (the descriptor and the bookkeeping cost as much).
 constexpr size_t kShmMinBytes = 1024;
-
-// Chunk sizes (Chunks): KVSTORE_SHM_CHUNK_BYTES, read by ShmChunkBytes (0, the default,
-// turns chunking off; other values are clamped to [kShmMinChunkBytes, 1 GiB]). Off by
-// default: on the 2-vCPU machine, shared with other work, 2 and 4 MiB parts measured no
-// faster than whole payloads (docs/perf-log/2026-11-24-shmpipe.md); the overlap they buy
-// needs a core idle while the other copies.
-constexpr size_t kShmDefaultChunkBytes = 0;
-constexpr size_t kShmMinChunkBytes = size_t{64} << 10;
-size_t ShmChunkBytes();
 
 class ShmLink {
  public:
   // Worker side: a new segment with two rings of `ring_bytes`. Returns null and the reason
   // when the system refuses (no memfd, no memory).
-  // `server_chunk_bytes` goes into the offer: the server's chunk_bytes() once it accepts.
-  static std::unique_ptr<ShmLink> Create(size_t ring_bytes, std::string* why, size_t server_chunk_bytes = 0);
+  static std::unique_ptr<ShmLink> Create(size_t ring_bytes, std::string* why);
   // Server side: maps the segment an offer names (handshake step 2). Null and the reason
   // when the offer is malformed, names another host or process, or anything does not check.
   static std::unique_ptr<ShmLink> Accept(const std::string& offer, std::string* why);
@@ -137,54 +96,17 @@ class ShmLink {
   // it now (the reader has not caught up): a sender that can hold the message back (the
   // worker) does so instead of sending it inline.
   bool MustWait(size_t n);
-  // Chunked sends (Chunks, above): Reserve takes the ring space of a whole payload of `n`
-  // bytes, or returns false, reserving nothing, where Put would find no room; PutPart then
-  // copies the payload's bytes [at, at + len) from `src` into it and describes them in *d,
-  // parts in order from at 0 to n.
-  struct Reservation {
-    uint64_t off = 0;    // of the payload's first byte in the ring
-    uint64_t start = 0;  // the written position before that byte
-    uint64_t end = 0;    // the written position after the payload
-    uint64_t n = 0;
-  };
-  bool Reserve(size_t n, Reservation* r);
-  void PutPart(const Reservation& r, const void* src, size_t at, size_t len, ShmPart* d);
-  // Payloads of at least twice this many bytes that this side sends go in parts of this
-  // size (0: never). The worker sets its own and names the server's in its offer.
-  size_t chunk_bytes() const { return chunk_bytes_; }
-  void set_chunk_bytes(size_t n) { chunk_bytes_ = n; }
-
   // Makes *out a view of the payload `d` names in the incoming ring: no copy; its space is
   // freed when *out (ZeroMQ's free function) and the views before it are gone. False and
   // the reason for a descriptor outside the ring or disagreeing with `len`.
   bool View(const ShmDesc& d, uint64_t len, zmq::message_t* out, std::string* why);
   // The same, copied into a message of its own (the view ended at once).
   bool Take(const ShmDesc& d, uint64_t len, zmq::message_t* out, std::string* why);
-  // Copies the part `d` of a payload of `total` bytes to `dst` + d.at (its space is freed
-  // once the views before it are gone). False and the reason for a part outside the ring or
-  // the payload.
-  bool CopyPart(const ShmPart& d, uint64_t total, char* dst, std::string* why);
-
-  // The chunked payload being received (wire.cc RecvMessage drives it): the first part's
-  // header and string, the buffer the parts are copied into, and the bytes copied so far.
-  struct Assembly {
-    bool active = false;
-    std::string head, str;
-    zmq::message_t buf;
-    uint64_t got = 0;
-  };
-  Assembly& assembly() { return assembly_; }
-  // A buffer of `n` bytes (64-byte aligned) for an assembled payload: a message whose bytes
-  // go back to this link's pool when it is gone (on any thread, also after the link), so
-  // that a payload of a size seen before reuses pages already faulted in.
-  zmq::message_t Buffer(size_t n);
 
   size_t ring_bytes() const { return ring_bytes_; }
   // Payloads this side put into its ring, and those that found no room (sent inline).
   uint64_t puts() const { return puts_; }
   uint64_t misses() const { return misses_; }
-  // Of the puts, the payloads sent in parts (Reserve).
-  uint64_t chunked() const { return chunked_; }
 
  private:
   struct Segment;
@@ -198,9 +120,6 @@ class ShmLink {
   bool Refresh();
   // Where `n` bytes would go, and the ring space they take; false without room.
   bool Room(size_t n, uint64_t* off, uint64_t* need) const;
-  void ViewRange(uint64_t offset, uint64_t len, uint64_t end, zmq::message_t* out);
-  struct Pool;
-  static void ReturnBuffer(void* data, void* hint);
 
   std::shared_ptr<Segment> seg_;  // the mapping and the incoming ring's views (shm.cc)
   void* base_ = nullptr;          // seg_'s mapping
@@ -214,10 +133,6 @@ class ShmLink {
                             // restart point of an empty ring: Refresh)
   uint64_t puts_ = 0;
   uint64_t misses_ = 0;
-  uint64_t chunked_ = 0;
-  size_t chunk_bytes_ = 0;
-  Assembly assembly_;
-  std::shared_ptr<Pool> pool_;  // Buffer's recycled buffers (shm.cc)
   std::string offer_;
 };
 
@@ -237,8 +152,8 @@ class ShmPeers {
   // Unmaps the segments of peer `rank` (a dead worker's).
   void RemoveRank(int rank);
   size_t size() const { return links_.size(); }
-  // Sums of puts(), misses() and chunked() over the links.
-  void Counts(uint64_t* puts, uint64_t* misses, uint64_t* chunked = nullptr) const;
+  // Sums of puts() and misses() over the links.
+  void Counts(uint64_t* puts, uint64_t* misses) const;
 
  private:
   struct Entry {

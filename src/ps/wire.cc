@@ -1,7 +1,6 @@
 // wire.cc - header construction and validation, and whole-message send/receive (wire.h).
 #include "ps/wire.h"
 
-#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -130,7 +129,6 @@ std::string ValidateHeader(const WireHeader& h, size_t frames_after_header,
     return why;
   }
   if (h.sender_role < 0 || h.sender_role > 2) return "unknown sender role";
-  if ((h.flags & (kFlagShm | kFlagShmPart)) == kFlagShmPart) return "a payload part that is not in shared memory";
   if (h.str_len > kMaxStringFrame) return "string frame too long";
   const size_t expect_frames = 1 + (h.str_len > 0 ? 1 : 0) + (h.payload_len > 0 ? 1 : 0);
   if (h.num_frames != expect_frames || frames_after_header + 1 != expect_frames) {
@@ -194,14 +192,12 @@ static std::string ProfileKey(const WireHeader& h, const std::string& str) {
 
 bool RecvValidMessage(zmq::socket_t& sock, bool router, const char* peer, Message* out,
                       ShmPeers* shm) {
-  // (Parts of a chunked payload count too: a payload of many parts is read over several
-  // calls, with the caller's heartbeats and deadlines in between.)
-  for (int consumed = 0; consumed < 64; ++consumed) {
+  for (int dropped = 0; dropped < 64; ++dropped) {
     bool ok = false;
     std::string why;
     if (!RecvMessage(sock, router, out, &ok, &why, shm)) return false;
     if (ok) return true;
-    if (!why.empty()) LogDropped("dropped a malformed message from %s: %s", peer, why.c_str());
+    LogDropped("dropped a malformed message from %s: %s", peer, why.c_str());
   }
   return false;
 }
@@ -211,45 +207,6 @@ void CopyOutOfRing(zmq::message_t* payload, bool* in_ring) {
   zmq::message_t copy(payload->data(), payload->size());
   *payload = std::move(copy);
   *in_ring = false;
-}
-
-// One part of a chunked payload (shm.h, Chunks) whose header (the frame `head`) and string
-// are in *out: copied into the link's assembly. Returns true with the whole message in *out
-// once the last part is in; false with `*why` empty while parts are missing, or with the
-// reason when the part does not continue the assembly (which is then dropped).
-static bool ReceivePart(ShmLink* link, const zmq::message_t& head, const ShmPart& d, Message* out,
-                        std::string* why) {
-  ShmLink::Assembly& a = link->assembly();
-  const uint64_t total = out->h.payload_len;
-  if (total > link->ring_bytes()) {
-    *why = "a chunked payload larger than the ring";  // (a sender puts all of one in the ring)
-  } else if (d.at == 0 && a.active) {
-    *why = "a chunked payload began before the previous one ended";
-  } else if (d.at != 0 && !a.active) {
-    *why = "a payload part without its beginning";
-  } else if (d.at != 0 && (d.at != a.got || a.head.size() != head.size() ||
-                           std::memcmp(a.head.data(), head.data(), head.size()) != 0 || a.str != out->str)) {
-    *why = "a payload part that does not continue the payload being assembled";
-  }
-  if (why->empty() && d.at == 0) {
-    a.buf = link->Buffer(static_cast<size_t>(total));
-    a.head.assign(head.data<char>(), head.size());
-    a.str = out->str;
-    a.got = 0;
-    a.active = true;
-  }
-  if (why->empty()) link->CopyPart(d, total, a.buf.data<char>(), why);
-  if (!why->empty()) {
-    a = ShmLink::Assembly();
-    return false;
-  }
-  a.got += d.len;
-  if (a.got < total) return false;
-  out->payload = std::move(a.buf);
-  out->payload_in_ring = false;
-  out->h.flags &= ~(kFlagShm | kFlagShmPart);
-  a = ShmLink::Assembly();
-  return true;
 }
 
 bool RecvMessage(zmq::socket_t& sock, bool router, Message* out, bool* ok, std::string* why,
@@ -294,12 +251,11 @@ bool RecvMessage(zmq::socket_t& sock, bool router, Message* out, bool* ok, std::
   if (out->h.payload_len > 0 && next < frames.size()) payload_size = frames[next++].size();
   // A shared-memory payload's frame is its descriptor; the header describes the bytes.
   const bool in_shm = (out->h.flags & kFlagShm) != 0;
-  const bool part = (out->h.flags & kFlagShmPart) != 0;
   const size_t desc_size = payload_size;
   if (in_shm) payload_size = static_cast<size_t>(out->h.payload_len);
   *why = ValidateHeader(out->h, after, str_size, payload_size);
   if (!why->empty()) return true;
-  if (in_shm && desc_size != (part ? sizeof(ShmPart) : sizeof(ShmDesc))) {
+  if (in_shm && desc_size != sizeof(ShmDesc)) {
     *why = "shared-memory descriptor frame of " + std::to_string(desc_size) + " bytes";
     return true;
   }
@@ -314,11 +270,7 @@ bool RecvMessage(zmq::socket_t& sock, bool router, Message* out, bool* ok, std::
     out->str.assign(frames[next].data<char>(), frames[next].size());
     ++next;
   }
-  if (part) {
-    ShmPart d;
-    std::memcpy(&d, frames[next].data(), sizeof(d));
-    if (!ReceivePart(link, frames[i], d, out, why)) return true;
-  } else if (in_shm) {
+  if (in_shm) {
     ShmDesc d;
     std::memcpy(&d, frames[next].data(), sizeof(d));
     if (!link->View(d, out->h.payload_len, &out->payload, why)) return true;
@@ -343,48 +295,20 @@ void ReleaseSharedBuf(void* /*data*/, void* hint) {
 }
 }  // namespace
 
-// A chunked payload (shm.h, Chunks) reserved in `link` as `r`: each part is copied into the
-// ring and its message sent before the next part is copied, so that the receiver copies it
-// out while this thread copies the next.
-static bool SendParts(zmq::socket_t& sock, const std::string* routing_id, WireHeader h, const std::string& str,
-                      ShmLink* link, const ShmLink::Reservation& r, const char* src) {
-  h.flags |= kFlagShm | kFlagShmPart;
-  const size_t chunk = link->chunk_bytes();
-  try {
-    for (size_t at = 0; at < r.n; at += chunk) {
-      ShmPart d;
-      link->PutPart(r, src + at, at, std::min(chunk, r.n - at), &d);
-      if (routing_id != nullptr) sock.send(zmq::buffer(*routing_id), zmq::send_flags::sndmore);
-      sock.send(zmq::const_buffer(&h, sizeof(h)), zmq::send_flags::sndmore);
-      if (!str.empty()) sock.send(zmq::buffer(str), zmq::send_flags::sndmore);
-      sock.send(zmq::const_buffer(&d, sizeof(d)), zmq::send_flags::none);
-    }
-  } catch (const zmq::error_t& e) {
-    Log("send of %s failed: %s", MsgTypeName(h.type), e.what());
-    return false;
-  }
-  return true;
-}
-
 bool SendMessage(zmq::socket_t& sock, const std::string* routing_id, WireHeader h,
                  const std::string& str, const OutPayload& payload, ShmPeers* shm) {
   KV_PROFILE_SCOPE("send", ProfileKey(h, str), static_cast<int64_t>(payload.nbytes), profile::Stat::kNone, MsgTypeName(h.type));
   ShmDesc desc;
   bool in_shm = false;
+  if (shm != nullptr && payload.nbytes >= kShmMinBytes) {
+    ShmLink* link = shm->Find(routing_id != nullptr ? *routing_id : std::string());
+    in_shm = link != nullptr &&
+             link->Put(static_cast<const char*>(payload.buf->data()) + payload.offset_bytes, payload.nbytes, &desc);
+  }
+  if (in_shm) h.flags |= kFlagShm;
   h.str_len = static_cast<uint32_t>(str.size());
   h.payload_len = payload.nbytes;
   h.num_frames = 1 + (str.empty() ? 0 : 1) + (payload.nbytes > 0 ? 1 : 0);
-  if (shm != nullptr && payload.nbytes >= kShmMinBytes) {
-    ShmLink* link = shm->Find(routing_id != nullptr ? *routing_id : std::string());
-    const char* src = link != nullptr ? static_cast<const char*>(payload.buf->data()) + payload.offset_bytes : nullptr;
-    ShmLink::Reservation r;
-    if (link != nullptr && link->chunk_bytes() > 0 && payload.nbytes / 2 >= link->chunk_bytes() &&
-        link->Reserve(payload.nbytes, &r)) {
-      return SendParts(sock, routing_id, h, str, link, r, src);
-    }
-    in_shm = link != nullptr && link->Put(src, payload.nbytes, &desc);
-  }
-  if (in_shm) h.flags |= kFlagShm;
   try {
     if (routing_id != nullptr) {
       sock.send(zmq::buffer(*routing_id), zmq::send_flags::sndmore);

@@ -95,12 +95,8 @@ constexpr uint32_t kFlagExactPull = 1u << 6;
 // handshake; RecvMessage replaces the descriptor by a view of the bytes (no copy,
 // Message::payload_in_ring) and clears the flag, so no handler ever sees it.
 constexpr uint32_t kFlagShm = 1u << 8;
-// With kFlagShm: the payload frame is a ShmPart naming some of the payload's bytes; the
-// message is one of the consecutive parts of a chunked payload (shm.h, Chunks), and
-// RecvMessage hands over one message, without the two flags, once the last part is in.
-constexpr uint32_t kFlagShmPart = 1u << 9;
-constexpr uint32_t kFlagKnownFlags = kFlagStrKey | kFlagSync | kFlagFloat32Sum | kFlagTwoBit | kFlagOneBit |
-                                     kFlagRowSparse | kFlagExactPull | kFlagShm | kFlagShmPart;
+constexpr uint32_t kFlagKnownFlags = kFlagStrKey | kFlagSync | kFlagFloat32Sum | kFlagTwoBit |
+                                     kFlagOneBit | kFlagRowSparse | kFlagExactPull | kFlagShm;
 
 // Fixed-size header; all integers in host byte order (the magic rejects a peer of the
 // other endianness). Data messages carry one part of one key: elements
@@ -147,10 +143,8 @@ void CopyOutOfRing(zmq::message_t* payload, bool* in_ring);
 
 // Receives one multipart message from `sock` (non-blocking; the caller polled). Returns
 // false when nothing was pending. Returns true with *ok false when a message arrived but
-// failed validation (it has been consumed; `*why` says why), or, with `*why` empty, when it
-// was a part of a chunked payload that is not complete yet (kFlagShmPart: nothing to
-// handle). A payload in shared memory (kFlagShm) is a view of the sender's link in `shm`
-// (refused when it has none); a chunked one is a buffer of its own (not in the ring).
+// failed validation (it has been consumed and logged as `*why`). A payload in shared memory
+// (kFlagShm) is a view of the sender's link in `shm` (refused when it has none).
 bool RecvMessage(zmq::socket_t& sock, bool router, Message* out, bool* ok, std::string* why,
                  ShmPeers* shm = nullptr);
 
@@ -197,8 +191,7 @@ struct OutPayload {
 // Sends [routing id][header][str][payload]; sets str_len, payload_len and num_frames in
 // the header. Never blocks (sockets are created with unlimited HWM). Returns false on a
 // transport error (logged), e.g. an unroutable peer. A payload of at least kShmMinBytes to
-// a peer with a sending link in `shm` goes through its ring when it has room (kFlagShm),
-// in parts when it is at least twice the link's chunk_bytes() (kFlagShmPart).
+// a peer with a sending link in `shm` goes through its ring when it has room (kFlagShm).
 bool SendMessage(zmq::socket_t& sock, const std::string* routing_id, WireHeader h,
                  const std::string& str, const OutPayload& payload, ShmPeers* shm = nullptr);
 

@@ -63,24 +63,13 @@ WorkerIo::WorkerIo(const Config& cfg, OpTracker* tracker)
 
 // Handshake step 1 (shm.h), before the I/O thread starts: every server gets an offer; those
 // on other hosts refuse it. Requests sent before the answer travel over TCP.
-//
-// Chunked payloads (shm.h, Chunks) only towards a receiver that keeps a whole payload as it
-// is: pushes when this is the job's only worker (the server's round stores the one push it
-// has, adopting it, instead of copying it from the ring), replies when there is one server
-// (every key is then one part, and a whole-value reply becomes the output's storage,
-// op.cc AdoptReply). With more workers a round sums the pushes straight from the rings, and
-// with more servers a reply fills part of the output, copied straight from the ring: an
-// assembled payload would cost those receivers a pass more.
 void WorkerIo::OfferShm(int server) {
   std::string why;
-  const size_t chunk = std::min(ShmChunkBytes(), static_cast<size_t>(cfg_.shm_ring_bytes));
-  std::unique_ptr<ShmLink> link =
-      ShmLink::Create(static_cast<size_t>(cfg_.shm_ring_bytes), &why, num_servers_ == 1 ? chunk : 0);
+  std::unique_ptr<ShmLink> link = ShmLink::Create(static_cast<size_t>(cfg_.shm_ring_bytes), &why);
   if (!link) {
     if (cfg_.verbose >= 1) Log("no shared memory for server %d: %s", server, why.c_str());
     return;
   }
-  link->set_chunk_bytes(num_workers_ == 1 ? chunk : 0);
   WireHeader h = Header(MsgType::kShmOffer);
   h.req_id = 0;  // never a request's id (those start at 1): answered in ShmAnswered
   if (SendMessage(servers_[static_cast<size_t>(server)], nullptr, h, link->offer(), OutPayload{})) {
@@ -242,10 +231,10 @@ void WorkerIo::Loop() {
   FailAll(KV_ERR_NETWORK, "the store was closed before the reply arrived");
   if (cfg_.verbose >= 1) {
     for (int s = 0; s < num_servers_; ++s) {
-      uint64_t puts = 0, misses = 0, chunked = 0;
-      shm_[static_cast<size_t>(s)].Counts(&puts, &misses, &chunked);
-      Log("server %d: %" PRIu64 " payloads sent through shared memory (%" PRIu64 " of them in parts), %" PRIu64
-          " inline for want of room", s, puts, chunked, misses);
+      uint64_t puts = 0, misses = 0;
+      shm_[static_cast<size_t>(s)].Counts(&puts, &misses);
+      Log("server %d: %" PRIu64 " payloads sent through shared memory, %" PRIu64 " inline for want of room",
+          s, puts, misses);
     }
   }
 }

@@ -9,10 +9,6 @@ CASE:
            memory"), every worker's "server s: payloads through shared memory" and, at its
            end, a nonzero count of payloads it sent through each server's segment, and a
            nonzero count from every server.
-  chunks   as `on`, with KVSTORE_SHM_CHUNK_BYTES set by the caller: payloads also went in
-           parts (shm.h, Chunks) exactly where the policy of worker_io.cc OfferShm sends them
-           so: every worker's pushes iff the job has one worker, every server's replies iff
-           it has one server, and none otherwise.
   off      the same with KVSTORE_SHM=0: the job passes, no segment is offered or accepted
            and no payload goes through shared memory.
   faults   PROGRAM is tests/faults/run_faults.py and its arguments (launcher and
@@ -84,17 +80,11 @@ def main():
             told = re.search(r"^\[worker %d\] .*server %d: payloads through shared memory$" % (r, v), out, re.M)
             count = re.search(r"^\[worker %d\] .*server %d: (\d+) payloads sent through shared memory" % (r, v),
                               out, re.M)
-            if case in ("on", "chunks"):
+            if case == "on":
                 if not accepted or not told:
                     fail("worker %d and server %d did not set up shared memory" % (r, v), out)
                 if not count or int(count.group(1)) == 0:
                     fail("worker %d sent no payload through server %d's segment" % (r, v), out)
-                if case == "chunks":
-                    parts = re.search(r"^\[worker %d\] .*server %d: \d+ payloads sent through shared memory "
-                                      r"\((\d+) of them in parts\)" % (r, v), out, re.M)
-                    if not parts or (int(parts.group(1)) > 0) != (w == 1):
-                        fail("worker %d sent %s payloads in parts to server %d (%d workers)" %
-                             (r, parts.group(1) if parts else "no count of", v, w), out)
             else:
                 if accepted or told or (count and int(count.group(1)) != 0):
                     fail("KVSTORE_SHM=0, yet worker %d and server %d used shared memory" % (r, v), out)
@@ -102,13 +92,8 @@ def main():
         m = re.search(r"^\[server %d\] .*stopped; (\d+) payloads sent through shared memory" % v, out, re.M)
         if not m:
             fail("server %d printed no count" % v, out)
-        if (int(m.group(1)) > 0) != (case != "off"):
+        if (int(m.group(1)) > 0) != (case == "on"):
             fail("server %d sent %s payloads through shared memory" % (v, m.group(1)), out)
-        if case == "chunks":
-            parts = re.search(r"^\[server %d\] .*stopped; \d+ payloads sent through shared memory "
-                              r"\((\d+) of them in parts\)" % v, out, re.M)
-            if not parts or (int(parts.group(1)) > 0) != (s == 1):
-                fail("server %d sent %s payloads in parts (%d servers)" % (v, parts.group(1) if parts else "no count of", s), out)
     print("PASS: %s, %d worker(s) x %d server(s), /dev/shm unchanged" % (case, w, s))
 
 

@@ -10,9 +10,7 @@
 // most messages with a payload carry it as a descriptor (kFlagShm): exact, or with its
 // offset, length or ring position moved (by one, past the ring, to a boundary value), in a
 // frame of the wrong size, on a message without a payload, or from a sender the receiver
-// has no segment for; a quarter of them are parts of a chunked payload (kFlagShmPart: the
-// whole payload as one part, or its place in the payload moved too, which either leaves a
-// payload incomplete or is refused); their payloads are larger (up to 16 KiB: rings of 64 KiB wrap). A property violation aborts; the driver then names the message, and
+// has no segment for; their payloads are larger (up to 16 KiB: rings of 64 KiB wrap). A property violation aborts; the driver then names the message, and
 // `fuzz_wire --seed S --only I --dump FILE` writes its input for a debugger or libFuzzer.
 //
 // --server-flood TYPE: the same messages go to a live parameter server instead, from the
@@ -211,15 +209,11 @@ std::string Generate(uint64_t seed, uint64_t index) {
     if (r.Chance(8)) mode |= kvstore::fuzz::kModeShmUnknownPeer;
     if (!payload.empty() && r.Chance(75)) {
       h.flags |= kvstore::dist::kFlagShm;
-      // A quarter are parts of a chunked payload (kFlagShmPart): a part that is the whole
-      // payload, or with its place in the payload (at) moved too.
-      const bool part = r.Chance(25);
-      if (part) h.flags |= kvstore::dist::kFlagShmPart;
-      uint64_t delta[4] = {0, 0, 0, 0};  // offset, len, end (kvstore::dist::ShmDesc), at (ShmPart)
+      uint64_t delta[3] = {0, 0, 0};  // offset, len, end (kvstore::dist::ShmDesc)
       if (r.Chance(45)) {
         // A forged ring position (end) turns the writer's ring off, which the target then
         // replaces: rarer, so that most segments live long enough to wrap.
-        const int field = r.Chance(85) ? (part && r.Chance(30) ? 3 : r.Int(0, 1)) : 2;
+        const int field = r.Chance(85) ? r.Int(0, 1) : 2;
         switch (r.Int(0, 3)) {
           case 0: delta[field] = static_cast<uint64_t>(r.Int(-64, 64)); break;
           case 1: delta[field] = kvstore::fuzz::kShmRingBytes * static_cast<uint64_t>(r.Int(1, 3)); break;
@@ -227,9 +221,8 @@ std::string Generate(uint64_t seed, uint64_t index) {
           default: delta[field] = static_cast<uint64_t>(Boundary(r)); break;
         }
       }
-      const size_t frame = part ? sizeof(delta) : 3 * sizeof(uint64_t);
-      payload.assign(reinterpret_cast<const char*>(delta), frame);
-      if (r.Chance(5)) payload.resize(r.Chance(50) ? frame - 1 : r.Chance(50) ? frame + 1 : 56 - frame);
+      payload.assign(reinterpret_cast<const char*>(delta), sizeof(delta));
+      if (r.Chance(5)) payload.resize(r.Chance(50) ? sizeof(delta) - 1 : sizeof(delta) + 1);
     } else if (payload.empty() && r.Chance(10)) {
       h.flags |= kvstore::dist::kFlagShm;  // a descriptor of nothing
     }

@@ -18,9 +18,7 @@
 //    header, string and payload;
 //  - a message it refuses comes with a reason;
 //  - shared memory (mode bit 1, wire.h kFlagShm, shm.h): an accepted message never carries
-//    kFlagShm or kFlagShmPart (RecvMessage replaces the descriptor by the bytes); only a
-//    part of a chunked payload (kFlagShmPart) may be taken in without being handed over
-//    (refused without a reason: its payload is not complete); a message whose descriptor
+//    kFlagShm (RecvMessage replaces the descriptor by the bytes); a message whose descriptor
 //    describes its payload exactly is never refused for its descriptor, and when accepted
 //    carries the bytes that were put into the ring; a descriptor from a sender without a
 //    segment (mode bit 2) is always refused; an accepted message with a payload of at least
@@ -160,30 +158,9 @@ std::string PutShmPayload(bool router, std::vector<std::string>* frames, bool* e
   std::memcpy(&h, (*frames)[0].data(), sizeof(h));
   if ((h.flags & dist::kFlagShm) == 0 || h.payload_len == 0 || h.payload_len > kShmRingBytes) return std::string();
   const size_t at = 1 + (h.str_len > 0 ? 1 : 0);
-  if (at >= frames->size()) return std::string();
+  if (at >= frames->size() || (*frames)[at].size() != sizeof(dist::ShmDesc)) return std::string();
   Segments& seg = Shm();
   const std::string bytes = ShmPattern(h.payload_len);
-  if ((h.flags & dist::kFlagShmPart) != 0) {
-    // The whole payload as one part of a chunked payload (a delta of four fields).
-    if ((*frames)[at].size() != sizeof(dist::ShmPart)) return std::string();
-    dist::ShmLink::Reservation res;
-    if (!seg.Writer(router)->Reserve(bytes.size(), &res)) {
-      seg.Make();
-      if (!seg.Writer(router)->Reserve(bytes.size(), &res)) Broken("a fresh ring refused %zu bytes", bytes.size());
-    }
-    dist::ShmPart p, delta;
-    seg.Writer(router)->PutPart(res, bytes.data(), 0, bytes.size(), &p);
-    std::memcpy(&delta, (*frames)[at].data(), sizeof(delta));
-    *exact = delta.offset == 0 && delta.len == 0 && delta.end == 0 && delta.at == 0;
-    p.offset += delta.offset;
-    p.len += delta.len;
-    p.end += delta.end;
-    p.at += delta.at;
-    (*frames)[at].assign(reinterpret_cast<const char*>(&p), sizeof(p));
-    *sent = dist::ShmDesc{p.offset, p.len, p.end};
-    return bytes;
-  }
-  if ((*frames)[at].size() != sizeof(dist::ShmDesc)) return std::string();
   dist::ShmDesc d;
   if (!seg.Writer(router)->Put(bytes.data(), bytes.size(), &d)) {
     seg.Make();  // full (refused payloads are never consumed) or turned off by a forged end
@@ -233,7 +210,7 @@ void CheckAccepted(const Message& m, size_t frames_after_header, bool router) {
   }
   if (h.sender_role < 0 || h.sender_role > 2) Broken("accepted sender role %d", h.sender_role);
   if ((h.flags & ~dist::kFlagKnownFlags) != 0) Broken("accepted flags %08x", h.flags);
-  if ((h.flags & (dist::kFlagShm | dist::kFlagShmPart)) != 0) Broken("an accepted message still carries a shared-memory flag");
+  if ((h.flags & dist::kFlagShm) != 0) Broken("an accepted message still carries the shared-memory flag");
   if (h.num_frames != frames_after_header + 1) Broken("accepted num_frames %u with %zu frames", h.num_frames, frames_after_header + 1);
   if (m.str.size() != h.str_len || h.str_len > dist::kMaxStringFrame) Broken("accepted a string of %zu bytes, header says %u", m.str.size(), h.str_len);
   if (m.payload.size() != h.payload_len) Broken("accepted a payload of %zu bytes, header says %llu", m.payload.size(), static_cast<unsigned long long>(h.payload_len));
@@ -489,11 +466,6 @@ void RunWireInput(const uint8_t* data, size_t size) {
     if (!why.empty()) Broken("an accepted message came with a reason: %s", why.c_str());
     CheckAccepted(m, frames.size() - 1, router);
     CheckRoundTrip(m, router, shm && !unknown_peer);
-  } else if (why.empty() && !put.empty() && (frames[0].size() == sizeof(WireHeader)) &&
-             (reinterpret_cast<const WireHeader*>(frames[0].data())->flags & dist::kFlagShmPart) != 0) {
-    // A part taken in, its payload not complete (nothing to handle): the next input starts
-    // on segments without an assembly in progress.
-    Shm().Make();
   } else if (why.empty()) {
     Broken("a refused message came without a reason");
   }

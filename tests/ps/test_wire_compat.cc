@@ -8,11 +8,7 @@
 // instead of reading the descriptor as 24 bytes of values, and drops SHM_OFFER as an
 // unknown type, so it never accepts a segment and is never sent a descriptor. This test
 // pins that rule, which every flag added after version 1 relies on (float32 sums, 2bit and
-// 1bit packing, rows, exact pulls, shared memory, chunked shared-memory payloads), and the
-// refusal of other versions. Chunked payloads (kFlagShmPart: the frame is a 32-byte part
-// descriptor) came after shared memory: a build that knows kFlagShm but not the part flag
-// refuses a part as "unknown flags", and never gets one anyway: its SHM_OFFER parser
-// refuses an offer with the chunk field, so the connection stays on TCP (unit_chunks_shm).
+// 1bit packing, rows, exact pulls, shared memory), and the refusal of other versions.
 #include <cstring>
 #include <string>
 
@@ -54,18 +50,12 @@ static void test_unknown_flags_refused() {
   // The shared-memory flag is one that the build before it did not know: that build's rule
   // (the same check, its own mask) refuses a descriptor message rather than reading it.
   CHECK((kFlagsBeforeShm & kFlagShm) == 0);
-  CHECK((kFlagKnownFlags & ~kFlagsBeforeShm) == (kFlagShm | kFlagShmPart));
+  CHECK((kFlagKnownFlags & ~kFlagsBeforeShm) == kFlagShm);
   WireHeader d = Push();
   d.flags |= kFlagShm;
   d.payload_len = 16;  // the bytes in the ring; the frame is the 24-byte descriptor
   CHECK(ValidateHeader(d, 1, 0, 16).empty());  // this build: accepted, then resolved
   CHECK((d.flags & ~kFlagsBeforeShm) != 0);    // the old build: "unknown flags"
-  // A part of a chunked payload: accepted here, unknown to the build before chunks.
-  constexpr uint32_t kFlagsBeforeChunks = kFlagsBeforeShm | kFlagShm;
-  CHECK((kFlagsBeforeChunks & kFlagShmPart) == 0);
-  d.flags |= kFlagShmPart;
-  CHECK(ValidateHeader(d, 1, 0, 16).empty());
-  CHECK((d.flags & ~kFlagsBeforeChunks) != 0);
 }
 
 static void test_unknown_types_and_versions_refused() {
