@@ -214,20 +214,23 @@ bool RecvMessage(zmq::socket_t& sock, bool router, Message* out, bool* ok, std::
   profile::Scope prof("recv");
   *ok = false;
   out->payload_in_ring = false;
-  std::vector<zmq::message_t> frames;
+  // At most the routing id and 3 frames are kept (a hostile peer's further frames are read
+  // and dropped, which bounds its memory use); an array, not a vector: no allocation per message.
+  constexpr size_t kMaxFrames = 5;
+  zmq::message_t frames[kMaxFrames];
+  size_t num_frames = 0;
   for (;;) {
     zmq::message_t part;
     zmq::recv_result_t r;
     try {
-      r = sock.recv(part, frames.empty() ? zmq::recv_flags::dontwait : zmq::recv_flags::none);
+      r = sock.recv(part, num_frames == 0 ? zmq::recv_flags::dontwait : zmq::recv_flags::none);
     } catch (const zmq::error_t& e) {
       *why = std::string("receive failed: ") + e.what();
-      return !frames.empty();
+      return num_frames != 0;
     }
-    if (!r) return !frames.empty();
+    if (!r) return num_frames != 0;
     const bool more = part.more();
-    // Bound memory use of a hostile peer: at most routing id + 3 frames are kept.
-    if (frames.size() < 5) frames.push_back(std::move(part));
+    if (num_frames < kMaxFrames) frames[num_frames++] = std::move(part);
     if (!more) break;
   }
   size_t i = 0;
@@ -235,7 +238,7 @@ bool RecvMessage(zmq::socket_t& sock, bool router, Message* out, bool* ok, std::
     out->routing_id.assign(frames[0].data<char>(), frames[0].size());
     i = 1;
   }
-  if (frames.size() > 4 + (router ? 1 : 0) || i >= frames.size()) {
+  if (num_frames > 4 + (router ? 1 : 0) || i >= num_frames) {
     *why = "wrong number of frames";
     return true;
   }
@@ -244,11 +247,11 @@ bool RecvMessage(zmq::socket_t& sock, bool router, Message* out, bool* ok, std::
     return true;
   }
   std::memcpy(&out->h, frames[i].data(), sizeof(WireHeader));
-  const size_t after = frames.size() - i - 1;
+  const size_t after = num_frames - i - 1;
   size_t str_size = 0, payload_size = 0;
   size_t next = i + 1;
-  if (out->h.str_len > 0 && next < frames.size()) str_size = frames[next++].size();
-  if (out->h.payload_len > 0 && next < frames.size()) payload_size = frames[next++].size();
+  if (out->h.str_len > 0 && next < num_frames) str_size = frames[next++].size();
+  if (out->h.payload_len > 0 && next < num_frames) payload_size = frames[next++].size();
   // A shared-memory payload's frame is its descriptor; the header describes the bytes.
   const bool in_shm = (out->h.flags & kFlagShm) != 0;
   const size_t desc_size = payload_size;
