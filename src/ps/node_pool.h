@@ -1,5 +1,5 @@
 // node_pool.h - a free-list allocator for the nodes of one owner's node-based containers
-// (std::set, std::unordered_map, intrusive lists), so that a container that gains and loses
+// (std::set, std::unordered_map, PooledFifo below), so that a container that gains and loses
 // an element per request costs no malloc/free per request.
 //
 // Why. A call of K keys puts K requests through the worker's send queue and its table of
@@ -116,6 +116,67 @@ struct PoolAllocator {
   bool operator==(const PoolAllocator<U>& o) const noexcept { return pool == o.pool; }
   template <typename U>
   bool operator!=(const PoolAllocator<U>& o) const noexcept { return pool != o.pool; }
+};
+
+// A FIFO of T (which has a `T* next` member for the list) whose elements live in a NodePool:
+// push_back moves a value into a pooled block, pop_front destroys the oldest and gives its
+// block back, as a std::deque's would without a block per few elements. Head and tail
+// pointers and the pool, 24 bytes. The FIFO owns its elements (the pool must outlive it);
+// iteration runs oldest first.
+template <typename T>
+class PooledFifo {
+ public:
+  PooledFifo() = default;
+  PooledFifo(const PooledFifo&) = delete;
+  PooledFifo& operator=(const PooledFifo&) = delete;
+  ~PooledFifo() { clear(); }
+
+  // The pool of the elements; set once, while the FIFO is empty.
+  void set_pool(NodePool* pool) { pool_ = pool; }
+
+  bool empty() const { return head_ == nullptr; }
+  T& front() const { return *head_; }
+
+  void push_back(T&& value) {
+    T* t = pool_->New<T>(std::move(value));
+    t->next = nullptr;
+    if (tail_ != nullptr) tail_->next = t;
+    else head_ = t;
+    tail_ = t;
+  }
+  // Destroys the oldest element (the FIFO is not empty).
+  void pop_front() {
+    T* t = head_;
+    head_ = t->next;
+    if (head_ == nullptr) tail_ = nullptr;
+    pool_->Delete(t);
+  }
+  void clear() {
+    while (head_ != nullptr) pop_front();
+  }
+
+  class iterator {
+   public:
+    explicit iterator(T* t) : t_(t) {}
+    T& operator*() const { return *t_; }
+    T* operator->() const { return t_; }
+    iterator& operator++() {
+      t_ = t_->next;
+      return *this;
+    }
+    bool operator!=(const iterator& o) const { return t_ != o.t_; }
+    bool operator==(const iterator& o) const { return t_ == o.t_; }
+
+   private:
+    T* t_;
+  };
+  iterator begin() const { return iterator(head_); }
+  iterator end() const { return iterator(nullptr); }
+
+ private:
+  T* head_ = nullptr;
+  T* tail_ = nullptr;
+  NodePool* pool_ = nullptr;
 };
 
 }  // namespace dist

@@ -113,29 +113,12 @@ class SendQueue {
   // one of free_ (its head is not a windowed pull) and pulls_ (it is), at `placed` with
   // `placed_bytes`. Its Items go back to the pool when it is destroyed.
   struct Lane {
-    explicit Lane(NodePool* p) : pool(p), ranks(PoolAllocator<Rank>(p)) {}
+    explicit Lane(NodePool* p) : ranks(PoolAllocator<Rank>(p)) { items.set_pool(p); }
     Lane(const Lane&) = delete;
     Lane& operator=(const Lane&) = delete;
-    ~Lane() {
-      while (head != nullptr) PopFront();
-    }
-    bool empty() const { return head == nullptr; }
-    Item& front() { return *head; }
-    const Item& front() const { return *head; }
-    void PushBack(Item* i) {
-      i->next = nullptr;
-      (tail != nullptr ? tail->next : head) = i;
-      tail = i;
-    }
-    void PopFront() {
-      Item* i = head;
-      head = i->next;
-      if (head == nullptr) tail = nullptr;
-      pool->Delete(i);
-    }
-    NodePool* pool;
-    Item* head = nullptr;
-    Item* tail = nullptr;
+    bool empty() const { return items.empty(); }
+    Item& front() const { return items.front(); }
+    PooledFifo<Item> items;
     PoolSet<Rank> ranks;  // of the fifo's items; begin() is the lane's rank
     Rank placed{};
     size_t placed_bytes = 0;
@@ -206,7 +189,7 @@ bool SendQueue<T>::Push(std::vector<Entry>& entries, int priority) {
     const uint64_t key = e.key != 0 ? e.key : kUnordered | seq;
     Lane& lane = lanes_.try_emplace(key, &pool_).first->second;
     if (!lane.empty()) Unplace(key, lane);
-    lane.PushBack(pool_.New<Item>(Item{rank, e.kind, e.reply_bytes, std::move(e.item), nullptr}));
+    lane.items.push_back(Item{rank, e.kind, e.reply_bytes, std::move(e.item), nullptr});
     lane.ranks.insert(rank);
     Place(key, lane);
     ++queued_;
@@ -267,7 +250,7 @@ bool SendQueue<T>::PopLocked(T* item, Ticket* ticket) {
   Unplace(key, lane);
   *item = std::move(lane.front().value);
   lane.ranks.erase(lane.front().rank);
-  lane.PopFront();
+  lane.items.pop_front();
   --queued_;
   if (lane.empty()) {
     lanes_.erase(lane_it);
@@ -307,7 +290,7 @@ std::vector<T> SendQueue<T>::TakeAll() {
     std::lock_guard<std::mutex> lock(mu_);
     ranked.reserve(queued_);
     for (auto& l : lanes_) {
-      for (Item* i = l.second.head; i != nullptr; i = i->next) ranked.emplace_back(i->rank, std::move(i->value));
+      for (Item& i : l.second.items) ranked.emplace_back(i.rank, std::move(i.value));
     }
     lanes_.clear();
     free_.clear();
