@@ -83,9 +83,11 @@ struct PushRecord {
 
 // The worker's record of an initialised key. Everything but `pushes` and `buffers` is
 // fixed at init.
-struct WorkerKey {
-  KeyId id;
-  std::string display;
+//
+// Layout. Every data call reads the fields up to `buffers` for each of its keys, and over
+// many keys each record is a cache miss: they come first, in the record's first two cache
+// lines (the record is line-aligned), which the per-key loops load ahead (worker_calls.cc).
+struct alignas(64) WorkerKey {
   uint64_t order_id = 0;  // the send queue's key
   Shape shape;
   int dtype = 0;
@@ -93,7 +95,9 @@ struct WorkerKey {
   size_t nbytes = 0;
   std::vector<PartPlan> parts;
   std::unique_ptr<PushBuffers> buffers;  // its own lock
+  KeyId id;
   PushRecord pushes;                     // OpTracker's lock
+  std::string display;
 };
 
 // One user-visible operation on one key, spread over its parts.

@@ -5,6 +5,7 @@
 // its keys leaves, or queues every key; payloads already taken go back on failure.
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "core/dtype.h"
 #include "ps/mp_push.h"
 #include "ps/row_sparse_worker.h"
+#include "ps/worker_groups.h"
 #include "ps/worker_store.h"
 
 namespace kvstore {
@@ -19,80 +21,61 @@ namespace dist {
 
 namespace {
 
+// Lookahead of the per-key loops over a call's groups: the records (and, for a push, the
+// key's send buffers and the value) of the key kNear ahead are loaded while this one is
+// worked on, since over many keys each is a cache miss.
+constexpr size_t kNear = 8;
 
-// The groups of one call's keys: which group a key of the call belongs to, in an
-// open-addressing table of twice the call's keys, filled once and dropped with the call (one
-// allocation per call where a hash map costs one per key). Application thread, one call.
-class GroupIndex {
- public:
-  explicit GroupIndex(size_t keys) {
-    size_t cap = 16;
-    while (cap < 2 * keys) cap <<= 1;
-    slots_.assign(cap, Slot{nullptr, 0});
-    mask_ = cap - 1;
-  }
-  // The group of `k` and false, or, for a key not seen yet, `next` (filed as its group)
-  // and true.
-  std::pair<size_t, bool> Insert(const WorkerKey* k, size_t next) {
-    // Fibonacci hashing of the address: records are nodes some hundred bytes apart.
-    size_t i = static_cast<size_t>((reinterpret_cast<uintptr_t>(k) >> 4) * 0x9E3779B97F4A7C15ull >> 20) & mask_;
-    for (;; i = (i + 1) & mask_) {
-      Slot& s = slots_[i];
-      if (s.key == k) return {s.group, false};
-      if (s.key == nullptr) {
-        s = Slot{k, next};
-        return {next, true};
-      }
-    }
-  }
-  // The group of `k`, or SIZE_MAX when it has none.
-  size_t Find(const WorkerKey* k) const {
-    size_t i = static_cast<size_t>((reinterpret_cast<uintptr_t>(k) >> 4) * 0x9E3779B97F4A7C15ull >> 20) & mask_;
-    for (;; i = (i + 1) & mask_) {
-      const Slot& s = slots_[i];
-      if (s.key == k) return s.group;
-      if (s.key == nullptr) return SIZE_MAX;
-    }
-  }
-
- private:
-  struct Slot {
-    const WorkerKey* key;
-    size_t group;
-  };
-  std::vector<Slot> slots_;
-  size_t mask_ = 0;
-};
+// Starts loading the first `lines` cache lines of a record (its hot fields come first, op.h:
+// the grouping reads the first, a push's payload the first two, an operation's messages and
+// its place among the key's pushes three).
+inline void PrefetchRecord(const WorkerKey* k, int lines) {
+  for (int l = 0; l < lines; ++l) __builtin_prefetch(reinterpret_cast<const char*>(k) + 64 * l);
+}
 
 }  // namespace
 
 // ---- Grouping ------------------------------------------------------------------
 
-// Checks every array against its key's shape and dtype and groups the arrays by key, keys
-// in first-appearance order (the order their operations are queued in); linear in the
-// number of arrays. Called under registry_mu_.
+// Checks every array against its key's shape and dtype and groups the arrays by key
+// (worker_groups.h); linear in the number of arrays. Called under registry_mu_.
+//
+// Over many keys each key's index entry, record, array and the two shapes are cache misses
+// taken one after the other; for int keys they are loaded ahead instead: key i+kFar's index
+// entry and array, then key i+kNear's record (found here, kept in `near` for its turn) and
+// its array's shape, then key i+kNear/2's stored shape, while key i is checked.
 template <typename A>
-std::vector<std::pair<WorkerKey*, std::vector<A*>>> WorkerStore::GroupByKey(const KeyList& keys,
-                                                                           A* const* arrays,
-                                                                           const char* op,
-                                                                           const char* noun) {
-  std::vector<std::pair<WorkerKey*, std::vector<A*>>> groups;
-  groups.reserve(static_cast<size_t>(keys.size));
-  GroupIndex index(static_cast<size_t>(keys.size));
-  for (int i = 0; i < keys.size; ++i) {
-    WorkerKey* k = FindKey(keys, i);
-    A* a = arrays[i];
+KeyGroups<A> WorkerStore::GroupByKey(const KeyList& keys, A* const* arrays, const char* op,
+                                     const char* noun) {
+  constexpr size_t kFar = 2 * kNear;
+  const size_t n = static_cast<size_t>(keys.size);
+  const bool ahead = keys.kind == KeyKind::kInt;
+  WorkerKey* near[kNear] = {};  // key j's record at j % kNear, from j - kNear on
+  return GroupArrays(n, arrays, [&](size_t i) {
+    WorkerKey* k = near[i % kNear];
+    if (ahead) {
+      if (i + kFar < n) {
+        keys_.PrefetchInt(keys.ints[i + kFar]);
+        __builtin_prefetch(arrays[i + kFar]);
+      }
+      WorkerKey* r = i + kNear < n ? keys_.FindInt(keys.ints[i + kNear]) : nullptr;
+      near[i % kNear] = r;
+      if (r != nullptr) {
+        PrefetchRecord(r, 1);
+        __builtin_prefetch(arrays[i + kNear]->shape().data());
+      }
+      if (WorkerKey* m = near[(i + kNear / 2) % kNear]) __builtin_prefetch(m->shape.data());
+    }
+    if (k == nullptr) k = FindKey(keys, static_cast<int>(i));
+    const A* a = arrays[i];
     KV_CHECK(a->shape() == k->shape, KV_ERR_SHAPE_MISMATCH,
              "%s of key %s: the %s has shape %s, the stored value %s", op, k->display.c_str(), noun,
              ShapeToString(a->shape()).c_str(), ShapeToString(k->shape).c_str());
     KV_CHECK(a->dtype() == k->dtype, KV_ERR_DTYPE_MISMATCH,
              "%s of key %s: the %s is %s, the stored value %s", op, k->display.c_str(), noun,
              DTypeName(a->dtype()), DTypeName(k->dtype));
-    const auto added = index.Insert(k, groups.size());
-    if (added.second) groups.push_back({k, {a}});
-    else groups[added.first].second.push_back(a);
-  }
-  return groups;
+    return k;
+  });
 }
 
 // A push call whose keys the servers' optimizer would refuse fails here, before any key of
@@ -133,7 +116,17 @@ template <typename Groups, typename KeyOf, typename ValsOf>
 std::vector<PayloadRef> WorkerStore::GatherAll(const Groups& groups, KeyOf key_of, ValsOf vals_of) {
   std::vector<PayloadRef> payloads;
   payloads.reserve(groups.size());
-  for (const auto& g : groups) payloads.push_back(Gather(key_of(g), vals_of(g)));
+  const size_t n = groups.size();
+  for (size_t i = 0; i < n; ++i) {
+    if (i + kNear < n) {
+      const WorkerKey* ahead = key_of(groups[i + kNear]);
+      PrefetchRecord(ahead, 2);
+      const auto& vals = vals_of(groups[i + kNear]);
+      if (!vals.empty()) __builtin_prefetch(vals[0]);
+    }
+    if (i + kNear / 2 < n) __builtin_prefetch(key_of(groups[i + kNear / 2])->buffers.get());
+    payloads.push_back(Gather(key_of(groups[i]), vals_of(groups[i])));
+  }
   return payloads;
 }
 
@@ -198,6 +191,7 @@ void WorkerStore::StartAll(MsgType type, Groups& groups, std::vector<PayloadRef>
                            KeyOf key_of, OutsOf outs_of, int priority) {
   SendBatch batch(io_.get(), priority);
   batch.ForEach(groups.size(), [&](size_t i) {
+    if (i + kNear < groups.size()) PrefetchRecord(key_of(groups[i + kNear]), 3);
     StartDataOp(type, key_of(groups[i]), std::move(payloads[i]), outs_of(groups[i]), nullptr, &batch);
   });
 }
@@ -273,14 +267,21 @@ void WorkerStore::PushPull(const KeyList& vkeys, const Array* const* vals, const
     CheckDensePushPull(type(), vkeys, vals);
     auto pushed = GroupByKey(vkeys, vals, "pushpull", "value");
     auto pulled = GroupByKey(okeys, outs, "pushpull", "output");
-    GroupIndex index(pushed.size());
     groups.reserve(pushed.size());
-    for (auto& g : pushed) {
-      index.Insert(g.first, groups.size());
-      groups.push_back({g.first, std::move(g.second), {}});
-    }
-    for (auto& g : pulled) {
-      const size_t at = index.Find(g.first);
+    for (auto& g : pushed) groups.push_back({g.first, std::move(g.second), {}});
+    // Output group j is usually pushed group j (the same keys in the same order); an index
+    // of the pushed keys is built only for a call where it is not.
+    std::optional<GroupIndex> index;
+    for (size_t j = 0; j < pulled.size(); ++j) {
+      auto& g = pulled[j];
+      size_t at = j;
+      if (j >= groups.size() || groups[j].k != g.first) {
+        if (!index) {
+          index.emplace(groups.size());
+          for (size_t p = 0; p < groups.size(); ++p) index->Insert(groups[p].k, p);
+        }
+        at = index->Find(g.first);
+      }
       KV_CHECK(at != SIZE_MAX, KV_ERR_INVALID_ARGUMENT,
                "pushpull: output key %s is not among the pushed keys", g.first->display.c_str());
       groups[at].outs = std::move(g.second);

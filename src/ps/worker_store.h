@@ -19,6 +19,7 @@
 #include "ps/compressed_pull.h"
 #include "ps/op.h"
 #include "ps/ps.h"
+#include "ps/worker_groups.h"
 #include "ps/worker_io.h"
 #include "ps/worker_keys.h"
 
@@ -68,9 +69,7 @@ class WorkerStore : public Store, public Distributed {
   void CheckKind(const KeyList& keys);
   std::vector<WorkerKey*> AddKeys(const KeyList& keys, const Array* const* vals);
   template <typename A>
-  std::vector<std::pair<WorkerKey*, std::vector<A*>>> GroupByKey(const KeyList& keys,
-                                                                 A* const* arrays, const char* op,
-                                                                 const char* noun);
+  KeyGroups<A> GroupByKey(const KeyList& keys, A* const* arrays, const char* op, const char* noun);
   template <typename Groups>
   void CheckPushable(const Groups& groups) const;
 
