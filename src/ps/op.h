@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "core/array.h"
+#include "ps/array_list.h"
 #include "ps/key.h"
 #include "ps/placement.h"
 #include "ps/push_buffers.h"
@@ -107,7 +108,7 @@ struct Op {
   int remaining = 0;  // parts not yet accounted for
   int status = 0;
   std::string msg;
-  std::vector<Array*> outs;
+  ArrayList<Array> outs;
   std::unique_ptr<Array> staging;  // host copy when an output is not on the CPU
   PayloadRef payload;
   // A compressed push or pushpull: what its messages carry instead of `payload`, which the

@@ -38,7 +38,8 @@ inline void PrefetchRecord(const WorkerKey* k, int lines) {
 // ---- Grouping ------------------------------------------------------------------
 
 // Checks every array against its key's shape and dtype and groups the arrays by key
-// (worker_groups.h); linear in the number of arrays. Called under registry_mu_.
+// (worker_groups.h); linear in the number of arrays. *row_sparse (when given) becomes true
+// if any array is row_sparse. Called under registry_mu_.
 //
 // Over many keys each key's index entry, record, array and the two shapes are cache misses
 // taken one after the other; for int keys they are loaded ahead instead: key i+kFar's index
@@ -46,7 +47,7 @@ inline void PrefetchRecord(const WorkerKey* k, int lines) {
 // its array's shape, then key i+kNear/2's stored shape, while key i is checked.
 template <typename A>
 KeyGroups<A> WorkerStore::GroupByKey(const KeyList& keys, A* const* arrays, const char* op,
-                                     const char* noun) {
+                                     const char* noun, bool* row_sparse) {
   constexpr size_t kFar = 2 * kNear;
   const size_t n = static_cast<size_t>(keys.size);
   const bool ahead = keys.kind == KeyKind::kInt;
@@ -74,6 +75,7 @@ KeyGroups<A> WorkerStore::GroupByKey(const KeyList& keys, A* const* arrays, cons
     KV_CHECK(a->dtype() == k->dtype, KV_ERR_DTYPE_MISMATCH,
              "%s of key %s: the %s is %s, the stored value %s", op, k->display.c_str(), noun,
              DTypeName(a->dtype()), DTypeName(k->dtype));
+    if (row_sparse != nullptr && a->is_row_sparse()) *row_sparse = true;
     return k;
   });
 }
@@ -93,19 +95,19 @@ void WorkerStore::CheckPushable(const Groups& groups) const {
 // into a send buffer (in float32 for float16 keys under multi_precision, mp_push.h), a
 // small or non-CPU value is copied into one, a large CPU value is sent from its own storage. Waits while the key's payloads are all in use, up to the
 // request deadline.
-PayloadRef WorkerStore::Gather(WorkerKey* k, const std::vector<const Array*>& vals) {
+PayloadRef WorkerStore::Gather(WorkerKey* k, const Array* const* vals, size_t n) {
   const double deadline = ControlDeadline();
-  if (vals.size() == 1 && vals[0]->ctx().is_cpu() && k->nbytes >= kZeroCopyMinBytes) {
+  if (n == 1 && vals[0]->ctx().is_cpu() && k->nbytes >= kZeroCopyMinBytes) {
     return k->buffers->Take(const_cast<Array*>(vals[0]), deadline, cfg_.timeout_sec);
   }
-  const bool f32_sum = SendsFloat32Sum(k->dtype, vals.size(), recv_f16_.load());
+  const bool f32_sum = SendsFloat32Sum(k->dtype, n, recv_f16_.load());
   PayloadRef b = k->buffers->Take(nullptr, deadline, cfg_.timeout_sec, f32_sum ? KV_FLOAT32 : -1);
-  if (vals.size() == 1) {
+  if (n == 1) {
     CopyArray(b.array(), *vals[0]);
   } else if (f32_sum) {
-    SumToFloat32(vals, b.array());
+    SumToFloat32(std::vector<const Array*>(vals, vals + n), b.array());
   } else {
-    comm_->Reduce(vals, b.array());
+    comm_->Reduce(std::vector<const Array*>(vals, vals + n), b.array());
   }
   return b;
 }
@@ -125,7 +127,8 @@ std::vector<PayloadRef> WorkerStore::GatherAll(const Groups& groups, KeyOf key_o
       if (!vals.empty()) __builtin_prefetch(vals[0]);
     }
     if (i + kNear / 2 < n) __builtin_prefetch(key_of(groups[i + kNear / 2])->buffers.get());
-    payloads.push_back(Gather(key_of(groups[i]), vals_of(groups[i])));
+    const auto& vals = vals_of(groups[i]);
+    payloads.push_back(Gather(key_of(groups[i]), vals.data(), vals.size()));
   }
   return payloads;
 }
@@ -164,7 +167,7 @@ void WorkerStore::PartMessages(const std::shared_ptr<Op>& op, std::vector<OutMsg
 // any side effect: on failure the payload goes back with the op and no output was marked
 // pending, so nothing is left waiting for an op that never started.
 void WorkerStore::StartDataOp(MsgType type, WorkerKey* k, PayloadRef payload,
-                              std::vector<Array*> outs, const std::shared_ptr<Waiter>& waiter,
+                              ArrayList<Array> outs, const std::shared_ptr<Waiter>& waiter,
                               SendBatch* batch) {
   auto op = std::make_shared<Op>();
   op->type = type;
@@ -208,7 +211,7 @@ void WorkerStore::Init(const KeyList& keys, const Array* const* vals) {
     auto w = std::make_shared<Waiter>(keys.size);
     SendBatch batch(io_.get(), INT32_MAX);
     batch.ForEach(added.size(), [&](size_t i) {
-      StartDataOp(MsgType::kInit, added[i], Gather(added[i], {vals[i]}), {}, w, &batch);
+      StartDataOp(MsgType::kInit, added[i], Gather(added[i], &vals[i], 1), {}, w, &batch);
     });
     try {
       w->Wait(ControlDeadline(), "init: the servers did not acknowledge the initial values");
@@ -222,22 +225,38 @@ void WorkerStore::Init(const KeyList& keys, const Array* const* vals) {
 }
 
 void WorkerStore::Push(const KeyList& keys, const Array* const* vals, int priority) {
-  std::vector<std::pair<WorkerKey*, std::vector<const Array*>>> groups;
+  KeyGroups<const Array> groups;
+  bool row_sparse = false;
   {
     std::lock_guard<std::mutex> lock(registry_mu_);
     CheckKind(keys);
-    groups = GroupByKey(keys, vals, "push", "value");
+    groups = GroupByKey(keys, vals, "push", "value", &row_sparse);
     CheckPushable(groups);
   }
+  if (row_sparse) return PushWithRowSparse(groups, priority);
+  PushGroupsOf(groups, priority);
+}
+
+// A push call with row_sparse values: those of keys whose values are all row_sparse go
+// as rows (row_sparse_worker.h), the others are cast to dense in mixed keys.
+void WorkerStore::PushWithRowSparse(KeyGroups<const Array>& compact, int priority) {
+  PushGroups groups;
+  groups.reserve(compact.size());
+  for (const auto& g : compact) groups.push_back({g.first, g.second.ToVector()});
   std::vector<std::unique_ptr<Array>> dense;  // mixed keys' row_sparse values, cast to dense
   PushRowSparse(*io_, tracker_, sync_, recv_f16_.load(), &groups, &dense, priority);
-  // Small values are copied now; large CPU values are read in place until the push completes
-  // (their writers wait, see push_buffers.h).
+  PushGroupsOf(groups, priority);
+}
+
+// The dense pushes of a call's groups. Small values are copied now; large CPU values are
+// read in place until the push completes (their writers wait, see push_buffers.h).
+template <typename Groups>
+void WorkerStore::PushGroupsOf(Groups& groups, int priority) {
   auto key_of = [](const auto& g) { return g.first; };
   std::vector<PayloadRef> payloads =
       GatherAll(groups, key_of, [](const auto& g) -> const auto& { return g.second; });
   StartAll(MsgType::kPush, groups, payloads, key_of,
-           [](const auto&) { return std::vector<Array*>(); }, priority);
+           [](const auto&) { return ArrayList<Array>(); }, priority);
 }
 
 void WorkerStore::Pull(const KeyList& keys, Array* const* outs, int priority) {
@@ -254,8 +273,8 @@ void WorkerStore::PushPull(const KeyList& vkeys, const Array* const* vals, const
                            Array* const* outs, int priority) {
   struct Group {
     WorkerKey* k;
-    std::vector<const Array*> vals;
-    std::vector<Array*> outs;
+    ArrayList<const Array> vals;
+    ArrayList<Array> outs;
   };
   std::vector<Group> groups;
   {

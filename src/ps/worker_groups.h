@@ -16,13 +16,14 @@
 #include <utility>
 #include <vector>
 
+#include "ps/array_list.h"
 #include "ps/op.h"
 
 namespace kvstore {
 namespace dist {
 
 template <typename A>
-using KeyGroups = std::vector<std::pair<WorkerKey*, std::vector<A*>>>;
+using KeyGroups = std::vector<std::pair<WorkerKey*, ArrayList<A>>>;
 
 // The groups of one call's keys: which group a key of the call belongs to, in an
 // open-addressing table of twice the call's keys, filled once and dropped with the call (one
@@ -87,14 +88,14 @@ KeyGroups<A> GroupArrays(size_t n, A* const* arrays, Find&& find) {
       if (ordered) {
         if (!groups.empty() && dir == 0) dir = id > last ? 1 : -1;
         last = id;
-        groups.push_back({k, {a}});
+        groups.emplace_back(k, ArrayList<A>(a));
         continue;
       }
       index.emplace(n);
       for (size_t g = 0; g < groups.size(); ++g) index->Insert(groups[g].first, g);
     }
     const auto added = index->Insert(k, groups.size());
-    if (added.second) groups.push_back({k, {a}});
+    if (added.second) groups.emplace_back(k, ArrayList<A>(a));
     else groups[added.first].second.push_back(a);
   }
   return groups;

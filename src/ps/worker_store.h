@@ -69,17 +69,21 @@ class WorkerStore : public Store, public Distributed {
   void CheckKind(const KeyList& keys);
   std::vector<WorkerKey*> AddKeys(const KeyList& keys, const Array* const* vals);
   template <typename A>
-  KeyGroups<A> GroupByKey(const KeyList& keys, A* const* arrays, const char* op, const char* noun);
+  KeyGroups<A> GroupByKey(const KeyList& keys, A* const* arrays, const char* op, const char* noun,
+                          bool* row_sparse = nullptr);
   template <typename Groups>
   void CheckPushable(const Groups& groups) const;
 
   // Payloads and operations.
-  PayloadRef Gather(WorkerKey* k, const std::vector<const Array*>& vals);
+  PayloadRef Gather(WorkerKey* k, const Array* const* vals, size_t n);
   template <typename Groups, typename KeyOf, typename ValsOf>
   std::vector<PayloadRef> GatherAll(const Groups& groups, KeyOf key_of, ValsOf vals_of);
   void PartMessages(const std::shared_ptr<Op>& op, std::vector<OutMsg>* msgs) const;
-  void StartDataOp(MsgType type, WorkerKey* k, PayloadRef payload, std::vector<Array*> outs,
+  void StartDataOp(MsgType type, WorkerKey* k, PayloadRef payload, ArrayList<Array> outs,
                    const std::shared_ptr<Waiter>& waiter, SendBatch* batch);
+  template <typename Groups>
+  void PushGroupsOf(Groups& groups, int priority);
+  void PushWithRowSparse(KeyGroups<const Array>& groups, int priority);
   template <typename Groups, typename KeyOf, typename OutsOf>
   void StartAll(MsgType type, Groups& groups, std::vector<PayloadRef>& payloads,
                 KeyOf key_of, OutsOf outs_of, int priority);

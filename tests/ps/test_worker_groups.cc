@@ -2,7 +2,8 @@
 // sockets: one group per distinct key in first-appearance order, each key's arrays in call
 // order, whatever the order of the keys (init order, its reverse, either turning back part
 // way, repeats near and far), checked against a plain reference on random calls; `find` is
-// asked once per key, in order, and its error ends the call.
+// asked once per key, in order, and its error ends the call; a group's ArrayList keeps its
+// arrays in order.
 #include <cstdint>
 #include <map>
 #include <random>
@@ -50,13 +51,17 @@ bool GroupsLikeReference(std::vector<WorkerKey>& recs, const std::vector<size_t>
     auto it = seen.find(k);
     if (it == seen.end()) {
       seen[k] = want.size();
-      want.push_back({k, {arrays[i]}});
+      want.emplace_back(k, kvstore::dist::ArrayList<const int>(arrays[i]));
     } else {
       want[it->second].second.push_back(arrays[i]);
     }
   }
   if (out != nullptr) *out = got;
-  return in_order && asked == call.size() && got == want;
+  bool same = got.size() == want.size();
+  for (size_t g = 0; same && g < got.size(); ++g) {
+    same = got[g].first == want[g].first && got[g].second.ToVector() == want[g].second.ToVector();
+  }
+  return in_order && asked == call.size() && same;
 }
 
 void test_ordered_calls_group_one_key_each() {
@@ -118,6 +123,26 @@ void test_random_calls_match_reference() {
   CHECK_MSG(bad == 0, "%d of 2000 random calls grouped unlike the reference", bad);
 }
 
+// ArrayList (array_list.h): one array inline, more in a vector, contiguous from begin() and
+// intact through copies and moves.
+void test_array_list_keeps_arrays_in_order() {
+  int x[4] = {};
+  kvstore::dist::ArrayList<int> l;
+  CHECK(l.empty() && l.size() == 0 && l.begin() == l.end());
+  for (int i = 0; i < 4; ++i) {
+    l.push_back(&x[i]);
+    const std::vector<int*> v = l.ToVector();
+    bool in_order = v.size() == static_cast<size_t>(i + 1) && l.size() == v.size();
+    for (int j = 0; in_order && j <= i; ++j) in_order = v[static_cast<size_t>(j)] == &x[j] && l[static_cast<size_t>(j)] == &x[j];
+    CHECK_MSG(in_order, "after %d push_backs", i + 1);
+    kvstore::dist::ArrayList<int> copy = l;
+    kvstore::dist::ArrayList<int> moved = std::move(copy);
+    CHECK(moved.ToVector() == v && l.ToVector() == v);
+  }
+  kvstore::dist::ArrayList<int> one(&x[2]);
+  CHECK(one.size() == 1 && one[0] == &x[2] && one.end() - one.begin() == 1);
+}
+
 void test_find_error_ends_the_call() {
   std::vector<WorkerKey> recs = Records(8);
   std::vector<int> slots(8);
@@ -144,6 +169,7 @@ int main() {
   test_ordered_calls_group_one_key_each();
   test_repeats_and_turns_group_by_key();
   test_random_calls_match_reference();
+  test_array_list_keeps_arrays_in_order();
   test_find_error_ends_the_call();
   return check_summary();
 }
