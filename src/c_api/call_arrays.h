@@ -65,17 +65,33 @@ struct CallArrays {
   Array* const* data() { return arrays.data(); }
 };
 
-// Validates a key list and its parallel array list; returns the arrays, waited on (for
-// writing when `outputs`), with the first row_sparse one noted for CheckStorage. One pass
-// over the arrays: with many keys each array object is a cache miss per pass.
-inline CallArrays CheckList(const KeyList& keys, const KVArrayHandle* arrays, const char* what, bool outputs = false) {
+// Validates a key list and its parallel array list's pointers (counts, NULL lists, NULL
+// keys and arrays) without reading the arrays: the part of CheckList a store that enters
+// the arrays' gates itself (Store::enters_array_gates) leaves to c_api.
+inline void CheckPointers(const KeyList& keys, const KVArrayHandle* arrays, const char* what) {
   KV_CHECK(keys.size >= 0, KV_ERR_INVALID_ARGUMENT, "negative %s count %d", what, keys.size);
-  CallArrays out;
-  if (keys.size == 0) return out;
+  if (keys.size == 0) return;
   KV_CHECK((keys.kind == kvstore::KeyKind::kStr ? static_cast<const void*>(keys.strs)
                                                  : static_cast<const void*>(keys.ints)) != nullptr,
            KV_ERR_NULL_POINTER, "%s keys is NULL with count %d", what, keys.size);
   KV_CHECK(arrays != nullptr, KV_ERR_NULL_POINTER, "%s arrays is NULL with count %d", what, keys.size);
+  for (int i = 0; i < keys.size; ++i) {
+    if (keys.kind == kvstore::KeyKind::kStr) {
+      KV_CHECK(keys.strs[i] != nullptr, KV_ERR_NULL_POINTER, "%s key %d is NULL", what, i);
+    }
+    KV_CHECK(arrays[i] != nullptr, KV_ERR_NULL_POINTER, "%s array %d (key %s) is NULL", what, i,
+             keys.Name(i).c_str());
+  }
+}
+
+// Validates a key list and its parallel array list (CheckPointers); returns the arrays,
+// waited on (for writing when `outputs`), with the first row_sparse one noted for
+// CheckStorage. One pass over the arrays: with many keys each array object is a cache miss
+// per pass.
+inline CallArrays CheckList(const KeyList& keys, const KVArrayHandle* arrays, const char* what, bool outputs = false) {
+  CheckPointers(keys, arrays, what);
+  CallArrays out;
+  if (keys.size == 0) return out;
   std::vector<std::vector<Array*>>& spare = SpareArrayLists();
   if (!spare.empty()) {
     out.arrays.swap(spare.back());
@@ -83,12 +99,7 @@ inline CallArrays CheckList(const KeyList& keys, const KVArrayHandle* arrays, co
   }
   out.arrays.resize(static_cast<size_t>(keys.size));
   for (int i = 0; i < keys.size; ++i) {
-    if (i + 8 < keys.size && arrays[i + 8] != nullptr) __builtin_prefetch(arrays[i + 8], 1);  // as ~CallArrays
-    if (keys.kind == kvstore::KeyKind::kStr) {
-      KV_CHECK(keys.strs[i] != nullptr, KV_ERR_NULL_POINTER, "%s key %d is NULL", what, i);
-    }
-    KV_CHECK(arrays[i] != nullptr, KV_ERR_NULL_POINTER, "%s array %d (key %s) is NULL", what, i,
-             keys.Name(i).c_str());
+    if (i + 8 < keys.size) __builtin_prefetch(arrays[i + 8], 1);  // as ~CallArrays
     arrays[i]->call_gate().Enter("array");
     out.arrays[i] = arrays[i];  // left by ~CallArrays, also when the wait below throws
     ++out.entered;

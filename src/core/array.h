@@ -133,8 +133,12 @@ struct alignas(64) KVArray_ {
   // write may call it (readers wait for that write, so nobody holds the old pointer).
   bool AdoptStorage(std::shared_ptr<void> storage);
 
-  // The C-ABI calls running on this array (see call_gate.h).
-  kvstore::CallGate& call_gate() { return call_gate_; }
+  // The C-ABI calls running on this array (see call_gate.h). Not part of the array's value:
+  // a call that only reads the array still holds its gate.
+  kvstore::CallGate& call_gate() const { return call_gate_; }
+  // No pending write, read or unreported error (WaitPendingWrites and WaitToWrite would
+  // return at once). An acquire load: true orders the caller after the last producer.
+  bool quiet() const { return quiet_.load(std::memory_order_acquire); }
   // Whether the caller owns the array (made by KVArrayCreate) or the library lends it (an
   // updater's recv/stored); only owned arrays may be freed through the ABI.
   bool caller_owned() const { return caller_owned_; }
@@ -162,7 +166,7 @@ struct alignas(64) KVArray_ {
   kvstore::Context ctx_;
   void* data_ = nullptr;
   size_t nbytes_ = 0;
-  kvstore::CallGate call_gate_;
+  mutable kvstore::CallGate call_gate_;
   // No pending write, read or unreported error: the waits return without taking
   // pending_mu_. Written under pending_mu_ (release) by every change of the pending counts
   // and error below; an acquire load of true orders the caller after the last producer's

@@ -73,6 +73,8 @@ struct alignas(64) Entry {
 constexpr int kAhead = 8;
 
 inline void Prefetch(const void* p) { __builtin_prefetch(p); }
+// For a line about to be written (a caller's array, whose call gate the call updates).
+inline void PrefetchW(const void* p) { __builtin_prefetch(p, 1); }
 
 // A borrowed run of elements (the used part of a scratch vector).
 template <typename T>
@@ -280,6 +282,54 @@ class EntryTable {
  private:
   std::vector<std::unique_ptr<Entry[]>> chunks_;
   size_t size_ = 0;
+};
+
+// Int key -> slot: keys in [0, direct size) by direct index, the others by hash map. The
+// direct table grows at init while the keys are dense (at most about twice the number of
+// keys, plus 1024). Guarded as the entry table.
+class IntIndex {
+ public:
+  // The slot of `key`, or -1.
+  int Find(int key) const {
+    if (key >= 0 && static_cast<size_t>(key) < direct_.size()) return direct_[key];
+    auto it = sparse_.find(key);
+    return it == sparse_.end() ? -1 : it->second;
+  }
+  // The slot of `key` when the direct table holds it (to prefetch its entry), else -1.
+  int DirectSlot(int key) const {
+    return key >= 0 && static_cast<size_t>(key) < direct_.size() ? direct_[key] : -1;
+  }
+  // Extends the direct table to cover the non-negative keys of an init of `keys` into a
+  // store of `entries` keys when they are dense enough, moving the hash map's keys it now
+  // covers into it. Throws bad_alloc with nothing changed (before the move).
+  void Grow(const KeyList& keys, size_t entries) {
+    int64_t top = -1;
+    for (int i = 0; i < keys.size; ++i) top = std::max<int64_t>(top, keys.ints[i]);
+    const int64_t limit = 2 * static_cast<int64_t>(entries + static_cast<size_t>(keys.size)) + 1024;
+    if (top < static_cast<int64_t>(direct_.size()) || top >= limit) return;
+    direct_.resize(static_cast<size_t>(top) + 1, -1);
+    for (auto it = sparse_.begin(); it != sparse_.end();) {
+      if (it->first >= 0 && it->first <= top) {
+        direct_[it->first] = it->second;
+        it = sparse_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  // Adds a key that is not present (throws bad_alloc only for a key outside the table).
+  void Insert(int key, int slot) {
+    if (key >= 0 && static_cast<size_t>(key) < direct_.size()) direct_[key] = slot;
+    else sparse_.emplace(key, slot);
+  }
+  void Erase(int key) {
+    if (key >= 0 && static_cast<size_t>(key) < direct_.size()) direct_[key] = -1;
+    else sparse_.erase(key);
+  }
+
+ private:
+  std::vector<int> direct_;           // key -> slot (-1: none)
+  std::unordered_map<int, int> sparse_;  // the other keys -> slot
 };
 
 // String key -> slot: open addressing with linear probing over a power-of-two array of
@@ -514,7 +564,7 @@ template <typename T>
 void PrefetchAhead(const T* list, size_t n, size_t i) {
   if (i + 2 * kAhead < n) {
     Prefetch(list[i + 2 * kAhead].entry);
-    Prefetch(CallerArray(list[i + 2 * kAhead]));
+    PrefetchW(CallerArray(list[i + 2 * kAhead]));  // its call gate is left (arg_gates.h)
   }
   if (i + kAhead < n) {
     const Entry* e = list[i + kAhead].entry;

@@ -4,7 +4,7 @@
 //  - Entries are created by Init and never removed before the store is destroyed, so an
 //    Entry* found under the registry lock stays valid after the lock is released.
 //  - Entries live in one EntryTable in init order (slot i is the i-th key initialised):
-//    stable addresses, contiguous in chunks of 256. Int keys in [0, int_direct_.size())
+//    stable addresses, contiguous in chunks of 256. Int keys in the IntIndex's direct range
 //    find their slot by direct index, the others through a hash map; string keys through
 //    a StrIndex (open addressing, hashes stored), and a string key's internal id is its slot.
 //  - Every operation on a key holds the lock of its slot's stripe (KeyStripes) for its whole
@@ -40,6 +40,7 @@
 #include "core/profile.h"
 #include "optimizer/recv_sum.h"
 #include "optimizer/states.h"
+#include "store/arg_gates.h"
 #include "core/row_sparse.h"
 #include "store/callback_updater.h"
 #include "store/compressed_reduce.h"
@@ -81,7 +82,7 @@ class LocalStore final : public Store {
     }
     const size_t first = entries_.size();
     try {
-      if (keys.kind == KeyKind::kInt) GrowIntDirect(keys);
+      if (keys.kind == KeyKind::kInt) int_index_.Grow(keys, entries_.size());
       else str_index_.Reserve(static_cast<size_t>(keys.size));
       for (int i = 0; i < keys.size; ++i) {
         Entry& e = entries_.emplace_back();
@@ -100,15 +101,13 @@ class LocalStore final : public Store {
         e.value = std::move(values[i]);
         e.CacheValue();
         if (e.is_str) str_index_.Insert(StrIndex::Hash(e.str_key.data(), e.str_key.size()), e.slot);
-        else if (e.id >= 0 && static_cast<size_t>(e.id) < int_direct_.size()) int_direct_[e.id] = e.slot;
-        else int_sparse_.emplace(e.id, e.slot);
+        else int_index_.Insert(e.id, e.slot);
       }
     } catch (...) {  // out of memory: unpublish this call's entries
       while (entries_.size() > first) {
         Entry& e = entries_.back();
         if (e.is_str) str_index_.Erase(StrIndex::Hash(e.str_key.data(), e.str_key.size()), e.slot);
-        else if (e.id >= 0 && static_cast<size_t>(e.id) < int_direct_.size()) int_direct_[e.id] = -1;
-        else int_sparse_.erase(e.id);
+        else int_index_.Erase(e.id);
         entries_.pop_back();
       }
       throw;
@@ -116,36 +115,43 @@ class LocalStore final : public Store {
     if (keys.size > 0) kind_ = keys.kind;
   }
 
+  // Push, Pull and PushPull hold their arguments' gates in their own passes (arg_gates.h):
+  // entered by Lookup, left by the copy loops (or, when those do not run in argument order,
+  // at the end of the call).
   void Push(const KeyList& keys, const Array* const* vals, int) override {
     CheckNotInUpdater();
+    ArgGates gates(vals, false, "push");
     ScratchLease s;
-    PlanPush(keys, vals, &*s, nullptr);
+    const bool in_order = PlanPush(keys, vals, &*s, nullptr, &gates);
     KeyStripes::Hold locks(stripes_, s->stripes);
-    ExecutePush(keys.kind, s->groups.data(), s->groups.size());
+    ExecutePush(keys.kind, s->groups.data(), s->groups.size(), in_order ? &gates : nullptr);
   }
 
   void Pull(const KeyList& keys, Array* const* outs, int) override {
     CheckNotInUpdater();
+    ArgGates gates(outs, true, "pull");
     ScratchLease s;
-    PlanPull(keys, outs, &*s, nullptr);
+    PlanPull(keys, outs, &*s, nullptr, "pull", &gates);
     KeyStripes::Hold locks(stripes_, s->stripes);
-    ExecutePull(s->items);
+    ExecutePull(s->items, &gates);
   }
 
   void PushPull(const KeyList& vkeys, const Array* const* vals, const KeyList& okeys, Array* const* outs,
                 int) override {
     CheckNotInUpdater();
+    ArgGates vgates(vals, false, "pushpull"), ogates(outs, true, "pushpull");
     ScratchLease s;
-    PlanPush(vkeys, vals, &*s, &s->locks);
-    PlanPull(okeys, outs, &*s, &s->other_locks);
+    const bool in_order = PlanPush(vkeys, vals, &*s, &s->locks, &vgates);
+    PlanPull(okeys, outs, &*s, &s->other_locks, "pull", &ogates);
     KV_CHECK(s->locks == s->other_locks, KV_ERR_INVALID_ARGUMENT,
              "pushpull: the output keys must be the same set as the pushed keys");
     KeyStripes::Hold locks(stripes_, s->stripes);  // the pulled keys are the pushed ones
-    ExecutePush(vkeys.kind, s->groups.data(), s->groups.size());
-    ExecutePull(s->items);
+    ExecutePush(vkeys.kind, s->groups.data(), s->groups.size(), in_order ? &vgates : nullptr);
+    ExecutePull(s->items, &ogates);
   }
 
   bool takes_row_sparse() const override { return true; }
+  bool enters_array_gates() const override { return true; }
 
   // Outputs get exactly the requested rows. Everything is checked and every block the call
   // needs is allocated before any output changes; an output whose storage can hold its new
@@ -298,32 +304,6 @@ class LocalStore final : public Store {
     return holder;
   }
 
-  // Requires registry_mu_ exclusively. Extends the direct table of int keys to cover this
-  // init's non-negative keys when they are dense enough (the table at most about twice the
-  // number of keys, plus 1024), moving the hash map's keys it now covers into it.
-  void GrowIntDirect(const KeyList& keys) {
-    int64_t top = -1;
-    for (int i = 0; i < keys.size; ++i) top = std::max<int64_t>(top, keys.ints[i]);
-    const int64_t limit = 2 * static_cast<int64_t>(entries_.size() + keys.size) + 1024;
-    if (top < static_cast<int64_t>(int_direct_.size()) || top >= limit) return;
-    int_direct_.resize(static_cast<size_t>(top) + 1, -1);
-    for (auto it = int_sparse_.begin(); it != int_sparse_.end();) {
-      if (it->first >= 0 && it->first <= top) {
-        int_direct_[it->first] = it->second;
-        it = int_sparse_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-  }
-
-  // Requires registry_mu_ (either mode). The slot of an int key, or -1.
-  int IntSlot(int key) const {
-    if (key >= 0 && static_cast<size_t>(key) < int_direct_.size()) return int_direct_[key];
-    auto it = int_sparse_.find(key);
-    return it == int_sparse_.end() ? -1 : it->second;
-  }
-
   // Requires registry_mu_ (either mode). The slot of the string key `key` (`len` bytes,
   // hash `hash`), or -1.
   int StrSlot(const char* key, size_t len, uint64_t hash) const {
@@ -340,7 +320,7 @@ class LocalStore final : public Store {
     if (r.is_str) {
       slot = StrSlot(r.str_key.data(), r.str_key.size(), StrIndex::Hash(r.str_key.data(), r.str_key.size()));
     } else {
-      slot = IntSlot(r.key);
+      slot = int_index_.Find(r.key);
     }
     return slot < 0 ? nullptr : &entries_[slot];
   }
@@ -352,7 +332,7 @@ class LocalStore final : public Store {
       const size_t len = std::strlen(keys.strs[i]);
       slot = StrSlot(keys.strs[i], len, StrIndex::Hash(keys.strs[i], len));
     } else {
-      slot = IntSlot(keys.ints[i]);
+      slot = int_index_.Find(keys.ints[i]);
     }
     return slot < 0 ? nullptr : &entries_[slot];
   }
@@ -363,8 +343,9 @@ class LocalStore final : public Store {
   // order, each once: the lock order as it is). Prefetches the next keys' arrays and
   // entries, so that with many keys the misses overlap; everything a later pass needs of an
   // entry or array is read here, while its line is loaded.
+  // With `gates`, each array's gate is entered (ArgGates::EnterNext) before it is read.
   template <typename Check>
-  bool Lookup(const KeyList& keys, const Array* const* args, CallScratch* s, Check&& check) {
+  bool Lookup(const KeyList& keys, const Array* const* args, CallScratch* s, ArgGates* gates, Check&& check) {
     std::shared_lock<std::shared_mutex> registry(registry_mu_);
     CheckKind(keys);
     s->entries.resize(static_cast<size_t>(keys.size));
@@ -374,14 +355,12 @@ class LocalStore final : public Store {
     bool ascending = true;
     int prev = -1;
     for (int i = 0; i < keys.size; ++i) {
-      if (i + 2 * kAhead < keys.size) Prefetch(args[i + 2 * kAhead]);
+      if (i + 2 * kAhead < keys.size) PrefetchW(args[i + 2 * kAhead]);  // its gate is written
       if (i + kAhead < keys.size) {
         Prefetch(args[i + kAhead]->shape().data());
         if (direct) {
-          const int k = keys.ints[i + kAhead];
-          if (k >= 0 && static_cast<size_t>(k) < int_direct_.size() && int_direct_[k] >= 0) {
-            Prefetch(&entries_[int_direct_[k]]);
-          }
+          const int slot = int_index_.DirectSlot(keys.ints[i + kAhead]);
+          if (slot >= 0) Prefetch(&entries_[static_cast<size_t>(slot)]);
         } else {
           const int slot = str_index_.HomeSlot(hashes[i + kAhead].hash);
           if (slot >= 0) {
@@ -390,6 +369,7 @@ class LocalStore final : public Store {
           }
         }
       }
+      if (gates) gates->EnterNext(keys);
       Entry* e;
       if (direct) {
         e = FindLocked(keys, i);
@@ -415,15 +395,19 @@ class LocalStore final : public Store {
   // to s->stripes; the distinct entries in ascending slot go into `locks` when given
   // (PushPull compares the pushed and pulled sets). Keys that each appear once (the usual
   // call) make one group per value without any lookup structure.
-  void PlanPush(const KeyList& keys, const Array* const* vals, CallScratch* s, std::vector<Entry*>* locks) {
+  // Returns whether the groups are the values in argument order (group i: vals[i] alone).
+  bool PlanPush(const KeyList& keys, const Array* const* vals, CallScratch* s, std::vector<Entry*>* locks,
+                ArgGates* gates = nullptr) {
     bool any_sparse = false;
-    const bool ascending = Lookup(keys, vals, s, [&any_sparse](const Entry& e, const Array& v) {
+    const bool ascending = Lookup(keys, vals, s, gates, [&any_sparse](const Entry& e, const Array& v) {
       if (!e.Matches(v)) CheckShapeDType(e.shape, e.dtype, v, "push to key " + KeyName(e));  // message built on failure only
       any_sparse |= v.is_row_sparse();
     });
+    if (gates) gates->Wait();
     const std::vector<Entry*>& entries = s->entries;
     const size_t n = entries.size();
-    if (!ascending && Repeats(s)) {
+    const bool repeats = !ascending && Repeats(s);
+    if (repeats) {
       GroupRepeats(entries, vals, s);
     } else {  // one group per value
       const Array* const* run = vals;
@@ -442,16 +426,18 @@ class LocalStore final : public Store {
       else LockOrder(s->groups.data(), s->groups.size(), locks);
     }
     for (int slot : s->slots) s->stripes.Add(slot);
+    return !repeats;
   }
 
   // The (entry, output) pairs of a pull into s->items, checked, their stripes into
   // s->stripes and, when given, the distinct entries into `locks` (LockOrder). (PushPull
   // plans its push first: s->entries is reused, the push's groups keep their entries.)
   void PlanPull(const KeyList& keys, Array* const* outs, CallScratch* s, std::vector<Entry*>* locks,
-                const char* what = "pull") {
-    const bool ascending = Lookup(keys, outs, s, [what](const Entry& e, const Array& out) {
+                const char* what = "pull", ArgGates* gates = nullptr) {
+    const bool ascending = Lookup(keys, outs, s, gates, [what](const Entry& e, const Array& out) {
       if (!e.Matches(out)) CheckShapeDType(e.shape, e.dtype, out, std::string(what) + " of key " + KeyName(e));
     });
+    if (gates) gates->Wait();
     s->items.resize(s->entries.size());
     for (int i = 0; i < keys.size; ++i) s->items[i] = PullItem{s->entries[i], outs[i]};
     if (locks != nullptr) {
@@ -463,7 +449,8 @@ class LocalStore final : public Store {
 
   // Entries of `groups` are locked by the caller. Row-sparse keys are prepared first (they
   // may fail), then the dense keys run; values and state are committed only at the end.
-  void ExecutePush(KeyKind kind, PushGroup* first, size_t n) {
+  // `leave`: the values' gates, when group i is vals[i] alone; left as the loop passes them.
+  void ExecutePush(KeyKind kind, PushGroup* first, size_t n, ArgGates* leave = nullptr) {
     const Span<PushGroup> groups{first, n};
     std::shared_ptr<Updater> updater = CurrentUpdater(kind);
     std::shared_ptr<GradientCompression::State> gc = compression_.Current();
@@ -481,12 +468,14 @@ class LocalStore final : public Store {
       // A single small host value is copied straight into the value's data (Entry::data),
       // unless compression or the profiler (its per-key reduce counts) needs the full path.
       const bool direct = !gc && !profile::On();
+      if (!sparse.empty()) leave = nullptr;  // their values are read again by Commit
       for (size_t i = 0; i < n; ++i) {
         PrefetchAhead(first, n, i);
         const PushGroup& g = first[i];
-        if (g.row_sparse) continue;
-        if (direct && g.n == 1 && SmallCopyIn(g.entry, *g.vals[0])) continue;
-        Sum(gc.get(), g, g.entry->value.get());
+        if (!g.row_sparse && !(direct && g.n == 1 && SmallCopyIn(g.entry, *g.vals[0]))) {
+          Sum(gc.get(), g, g.entry->value.get());
+        }
+        if (leave) leave->Leave(i);
       }
     } else {
       UpdateDense(*updater, groups, gc.get(), &txn);
@@ -548,14 +537,17 @@ class LocalStore final : public Store {
 
   // A small host value is copied straight from its data (Entry::data) unless the profiler
   // records each key's copy.
-  void ExecutePull(const std::vector<PullItem>& items) {
+  // `leave`: the outputs' gates (items are in argument order), left as the loop passes them.
+  void ExecutePull(const std::vector<PullItem>& items, ArgGates* leave = nullptr) {
     const bool direct = !profile::On();
     for (size_t i = 0; i < items.size(); ++i) {
       PrefetchAhead(items.data(), items.size(), i);
       const PullItem& item = items[i];
-      if (direct && SmallCopyOut(*item.entry, item.out)) continue;
-      KV_PROFILE_SCOPE("copy out", KeyName(*item.entry), static_cast<int64_t>(item.out->nbytes()));
-      if (!SmallHostCopy(item.out, *item.entry->value)) CopyArray(item.out, *item.entry->value);
+      if (!direct || !SmallCopyOut(*item.entry, item.out)) {
+        KV_PROFILE_SCOPE("copy out", KeyName(*item.entry), static_cast<int64_t>(item.out->nbytes()));
+        if (!SmallHostCopy(item.out, *item.entry->value)) CopyArray(item.out, *item.entry->value);
+      }
+      if (leave) leave->Leave(i);
     }
   }
 
@@ -567,8 +559,7 @@ class LocalStore final : public Store {
   mutable std::shared_mutex registry_mu_;
   KeyKind kind_ = KeyKind::kNone;
   EntryTable entries_;                         // by slot
-  std::vector<int> int_direct_;                // int key -> slot (-1: none), GrowIntDirect
-  std::unordered_map<int, int> int_sparse_;    // the other int keys -> slot
+  IntIndex int_index_;                         // int key -> slot
   StrIndex str_index_;                         // string key -> slot
 
   KeyStripes stripes_;     // the keys' locks

@@ -4,8 +4,9 @@
 // src/c_api validates handles and pointers, then calls these methods; every method throws
 // kvstore::Error on failure and must leave stored values unchanged when it does. Before a
 // call, the caller has waited for the pending writes (and, for outputs, pending reads) of
-// every array it passes (c_api's CheckList), so a store never waits for them itself; code
-// that drives a Store directly (tests/inprocess) must do the same.
+// every array it passes and holds each one's call gate (c_api's CheckList), so a store
+// never waits for them itself; code that drives a Store directly (tests/inprocess) must do
+// the same. The exception: Push, Pull and PushPull of a store that enters_array_gates().
 #pragma once
 
 #include <memory>
@@ -86,6 +87,15 @@ struct KVStore_ {
   // Whether Init, Push, PushPull and Broadcast take row_sparse values (c_api refuses them
   // with NOT_SUPPORTED before calling a store that does not).
   virtual bool takes_row_sparse() const { return false; }
+
+  // Whether Push, Pull and PushPull take their arrays as the caller passes them (non-null,
+  // nothing else checked): they enter each array's call gate, wait for its pending writes
+  // (and, for outputs, reads) and refuse a row_sparse output (NOT_SUPPORTED, the message
+  // c_api's CheckStorage gives) themselves, inside their own passes over the arrays, and
+  // leave every gate they entered before they return or throw (store/arg_gates.h). c_api
+  // then skips its own pass over the arrays; a caller that did enter and wait (the profiled
+  // path) may still call them. Such a store takes row_sparse values (takes_row_sparse).
+  virtual bool enters_array_gates() const { return false; }
 
   // Replaces the rows of each row_sparse output outs[i] by exactly the rows of keys[i]'s
   // value named by the dense array row_ids[i] (validated here: any order, duplicates
