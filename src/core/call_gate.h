@@ -43,6 +43,9 @@ class CallGate {
   }
   void Leave() { state_.fetch_sub(kCall, std::memory_order_release); }
 
+  // The calls holding the gate now (a snapshot, for tests and diagnostics).
+  unsigned calls() const { return state_.load(std::memory_order_acquire) / kCall; }
+
   // Marks the handle as being freed. Throws BUSY naming `what` and the number of running
   // calls when any call holds the gate (the handle is then left usable).
   void Close(const char* what) {

@@ -1,7 +1,7 @@
 // arg_gates.h - a data call's array arguments held in use by the store itself, inside its
 // own passes over them (Store::enters_array_gates): with many keys each array object is a
 // cache miss per pass, so the gate is entered while the lookup pass has the object's line
-// and left while the copy pass has it again, instead of in two passes of their own.
+// instead of in a pass of its own.
 //
 // Protocol (one list of a call: its values or its outputs):
 //  1. EnterNext for arguments 0, 1, ... in order, each before the array is first read: the
@@ -10,8 +10,10 @@
 //  2. Wait once the pass that entered them released its locks: for the pending work noted,
 //     every entered array is waited on as c_api's Ready / ReadyToWrite would (a pending
 //     error is thrown). A store never reads or writes an argument's data before Wait.
-//  3. Leave(i) for i = 0, 1, ... once argument i is no longer read or written; whatever is
-//     still held is left by the destructor, also when the call throws.
+//  3. Every gate entered is left by the destructor, when the call returns or throws, last
+//     argument first: a call holds its arguments for its whole run from the moment it
+//     reaches them, so freeing one meanwhile is refused (BUSY, kvstore.h) even once the
+//     call is done with it.
 #pragma once
 
 #include <cstddef>
@@ -29,7 +31,7 @@ class ArgGates {
   ArgGates(const Array* const* arrays, bool outputs, const char* what)
       : arrays_(arrays), outputs_(outputs), what_(what) {}
   ~ArgGates() {
-    for (size_t i = left_; i < entered_; ++i) arrays_[i]->call_gate().Leave();
+    for (size_t i = entered_; i-- > 0;) arrays_[i]->call_gate().Leave();  // the first last
   }
   ArgGates(const ArgGates&) = delete;
   ArgGates& operator=(const ArgGates&) = delete;
@@ -57,12 +59,6 @@ class ArgGates {
     pending_ = false;
   }
 
-  // Step 3: i is the lowest argument still held.
-  void Leave(size_t i) {
-    arrays_[i]->call_gate().Leave();
-    left_ = i + 1;
-  }
-
  private:
   [[noreturn]] void RefuseRowSparse(const KeyList& keys) const {
     const int i = static_cast<int>(entered_ - 1);
@@ -74,8 +70,7 @@ class ArgGates {
   const Array* const* arrays_;
   bool outputs_;
   const char* what_;
-  size_t entered_ = 0;  // arguments [0, entered_) entered ...
-  size_t left_ = 0;     // ... and [0, left_) of those left again
+  size_t entered_ = 0;  // arguments [0, entered_) are held
   bool pending_ = false;
 };
 

@@ -115,16 +115,15 @@ class LocalStore final : public Store {
     if (keys.size > 0) kind_ = keys.kind;
   }
 
-  // Push, Pull and PushPull hold their arguments' gates in their own passes (arg_gates.h):
-  // entered by Lookup, left by the copy loops (or, when those do not run in argument order,
-  // at the end of the call).
+  // Push, Pull and PushPull hold their arguments' gates (arg_gates.h): entered by Lookup,
+  // left when the call returns or throws.
   void Push(const KeyList& keys, const Array* const* vals, int) override {
     CheckNotInUpdater();
     ArgGates gates(vals, false, "push");
     ScratchLease s;
-    const bool in_order = PlanPush(keys, vals, &*s, nullptr, &gates);
+    PlanPush(keys, vals, &*s, nullptr, &gates);
     KeyStripes::Hold locks(stripes_, s->stripes);
-    ExecutePush(keys.kind, s->groups.data(), s->groups.size(), in_order ? &gates : nullptr);
+    ExecutePush(keys.kind, s->groups.data(), s->groups.size());
   }
 
   void Pull(const KeyList& keys, Array* const* outs, int) override {
@@ -133,7 +132,7 @@ class LocalStore final : public Store {
     ScratchLease s;
     PlanPull(keys, outs, &*s, nullptr, "pull", &gates);
     KeyStripes::Hold locks(stripes_, s->stripes);
-    ExecutePull(s->items, &gates);
+    ExecutePull(s->items);
   }
 
   void PushPull(const KeyList& vkeys, const Array* const* vals, const KeyList& okeys, Array* const* outs,
@@ -141,13 +140,13 @@ class LocalStore final : public Store {
     CheckNotInUpdater();
     ArgGates vgates(vals, false, "pushpull"), ogates(outs, true, "pushpull");
     ScratchLease s;
-    const bool in_order = PlanPush(vkeys, vals, &*s, &s->locks, &vgates);
+    PlanPush(vkeys, vals, &*s, &s->locks, &vgates);
     PlanPull(okeys, outs, &*s, &s->other_locks, "pull", &ogates);
     KV_CHECK(s->locks == s->other_locks, KV_ERR_INVALID_ARGUMENT,
              "pushpull: the output keys must be the same set as the pushed keys");
     KeyStripes::Hold locks(stripes_, s->stripes);  // the pulled keys are the pushed ones
-    ExecutePush(vkeys.kind, s->groups.data(), s->groups.size(), in_order ? &vgates : nullptr);
-    ExecutePull(s->items, &ogates);
+    ExecutePush(vkeys.kind, s->groups.data(), s->groups.size());
+    ExecutePull(s->items);
   }
 
   bool takes_row_sparse() const override { return true; }
@@ -395,8 +394,7 @@ class LocalStore final : public Store {
   // to s->stripes; the distinct entries in ascending slot go into `locks` when given
   // (PushPull compares the pushed and pulled sets). Keys that each appear once (the usual
   // call) make one group per value without any lookup structure.
-  // Returns whether the groups are the values in argument order (group i: vals[i] alone).
-  bool PlanPush(const KeyList& keys, const Array* const* vals, CallScratch* s, std::vector<Entry*>* locks,
+  void PlanPush(const KeyList& keys, const Array* const* vals, CallScratch* s, std::vector<Entry*>* locks,
                 ArgGates* gates = nullptr) {
     bool any_sparse = false;
     const bool ascending = Lookup(keys, vals, s, gates, [&any_sparse](const Entry& e, const Array& v) {
@@ -426,7 +424,6 @@ class LocalStore final : public Store {
       else LockOrder(s->groups.data(), s->groups.size(), locks);
     }
     for (int slot : s->slots) s->stripes.Add(slot);
-    return !repeats;
   }
 
   // The (entry, output) pairs of a pull into s->items, checked, their stripes into
@@ -449,8 +446,7 @@ class LocalStore final : public Store {
 
   // Entries of `groups` are locked by the caller. Row-sparse keys are prepared first (they
   // may fail), then the dense keys run; values and state are committed only at the end.
-  // `leave`: the values' gates, when group i is vals[i] alone; left as the loop passes them.
-  void ExecutePush(KeyKind kind, PushGroup* first, size_t n, ArgGates* leave = nullptr) {
+  void ExecutePush(KeyKind kind, PushGroup* first, size_t n) {
     const Span<PushGroup> groups{first, n};
     std::shared_ptr<Updater> updater = CurrentUpdater(kind);
     std::shared_ptr<GradientCompression::State> gc = compression_.Current();
@@ -468,14 +464,12 @@ class LocalStore final : public Store {
       // A single small host value is copied straight into the value's data (Entry::data),
       // unless compression or the profiler (its per-key reduce counts) needs the full path.
       const bool direct = !gc && !profile::On();
-      if (!sparse.empty()) leave = nullptr;  // their values are read again by Commit
       for (size_t i = 0; i < n; ++i) {
         PrefetchAhead(first, n, i);
         const PushGroup& g = first[i];
         if (!g.row_sparse && !(direct && g.n == 1 && SmallCopyIn(g.entry, *g.vals[0]))) {
           Sum(gc.get(), g, g.entry->value.get());
         }
-        if (leave) leave->Leave(i);
       }
     } else {
       UpdateDense(*updater, groups, gc.get(), &txn);
@@ -537,8 +531,7 @@ class LocalStore final : public Store {
 
   // A small host value is copied straight from its data (Entry::data) unless the profiler
   // records each key's copy.
-  // `leave`: the outputs' gates (items are in argument order), left as the loop passes them.
-  void ExecutePull(const std::vector<PullItem>& items, ArgGates* leave = nullptr) {
+  void ExecutePull(const std::vector<PullItem>& items) {
     const bool direct = !profile::On();
     for (size_t i = 0; i < items.size(); ++i) {
       PrefetchAhead(items.data(), items.size(), i);
@@ -547,7 +540,6 @@ class LocalStore final : public Store {
         KV_PROFILE_SCOPE("copy out", KeyName(*item.entry), static_cast<int64_t>(item.out->nbytes()));
         if (!SmallHostCopy(item.out, *item.entry->value)) CopyArray(item.out, *item.entry->value);
       }
-      if (leave) leave->Leave(i);
     }
   }
 

@@ -4,8 +4,10 @@
 // order and repeated, with an updater, and each refusal: unknown key, shape, row_sparse
 // output, pushpull's key sets), a row_sparse output is refused with c_api's message, and
 // an array with a pending write (a distributed pull into it) is waited on before it is
-// read: its new data is what the call sees, or its error is what the call returns. Every
-// case runs with the profiler off (the store's passes) and on (c_api's CheckList first).
+// read: its new data is what the call sees, or its error is what the call returns. A call
+// holds every array it reached until it returns: freeing one it is done with while it still
+// copies others is refused (BUSY, kvstore.h). Every case runs with the profiler off (the
+// store's passes) and on (c_api's CheckList first).
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -196,6 +198,49 @@ void PendingWrite(bool value, bool pushpull, int code) {
   }
 }
 
+// A push or pull of a small key 0 then four keys of 16 MiB: another thread tries to free the
+// small array from the moment the call holds the last one (the lookup holds them in order).
+// A free that succeeds while the call still holds its last array (left first, arg_gates.h)
+// freed an argument of a running call.
+void HeldUntilReturn(bool pull) {
+  constexpr int kBig = 4;
+  const int64_t big = int64_t{4} << 20, small = 4;
+  KVStoreHandle kv = nullptr;
+  REQUIRE_OK(KVStoreCreate("local", &kv));
+  std::vector<int> keys;
+  std::vector<KVArrayHandle> args;
+  for (int i = 0; i <= kBig; ++i) {
+    KVArrayHandle a = nullptr;
+    REQUIRE_OK(KVArrayCreate(i == 0 ? &small : &big, 1, KV_FLOAT32, KV_CPU, 0, &a));
+    REQUIRE_OK(KVArrayFill(a, 1));
+    keys.push_back(i);
+    args.push_back(a);
+  }
+  REQUIRE_OK(KVStoreInit(kv, kBig + 1, keys.data(), args.data()));
+  const kvstore::CallGate& last = args[kBig]->call_gate();
+  std::atomic<bool> done{false}, freed_while_held{false}, freed{false};
+  std::thread freer([&] {
+    while (!done.load() && last.calls() == 0) std::this_thread::yield();  // array 0 is held too
+    while (!done.load()) {
+      if (KVArrayFree(args[0]) == KV_OK) {
+        freed_while_held = last.calls() > 0;
+        freed = true;
+        return;
+      }
+    }
+  });
+  const int rc = pull ? KVStorePull(kv, kBig + 1, keys.data(), args.data(), 0)
+                      : KVStorePush(kv, kBig + 1, keys.data(), args.data(), 0);
+  done = true;
+  freer.join();
+  CHECK_OK(rc);
+  CHECK_MSG(!freed_while_held.load(), "%s: array 0 was freed while the call still held array %d", pull ? "pull" : "push",
+            kBig);
+  if (!freed.load()) REQUIRE_OK(KVArrayFree(args[0]));
+  for (int i = 1; i <= kBig; ++i) REQUIRE_OK(KVArrayFree(args[i]));
+  REQUIRE_OK(KVStoreFree(kv));
+}
+
 void TestPendingWrites() {
   for (int code : {KV_OK, KV_ERR_TIMEOUT}) {
     PendingWrite(true, false, code);
@@ -214,6 +259,10 @@ int main() {
     TestSuccess();
     TestRefusals();
     TestPendingWrites();
+    for (int r = 0; r < 3; ++r) {
+      HeldUntilReturn(true);
+      HeldUntilReturn(false);
+    }
     if (profiled) REQUIRE_OK(KVProfileStop());
   }
   return check_summary();
