@@ -286,7 +286,7 @@ void WorkerIo::SendOne(OutMsg& m, const SendQueue<OutMsg>::Ticket& ticket) {
     Complete(o, KV_ERR_PEER_DEAD, StrFormat("server %d is dead", m.dest), nullptr);
     return;
   }
-  outstanding_.emplace(id, std::move(o));  // every queued request has a reply
+  outstanding_.Insert(id, std::move(o));  // every queued request has a reply
   if (m.dest >= 0 && (!held_[static_cast<size_t>(m.dest)].empty() || MustHold(m))) {
     held_[static_cast<size_t>(m.dest)].push_back(Held{id, std::move(m)});
     return;
@@ -302,7 +302,7 @@ bool WorkerIo::MustHold(const OutMsg& m) {
 bool WorkerIo::SendHeld() {
   return SendHeldSlice(
       held_, &held_start_, kSendSlice,
-      [this](const Held& f) { return outstanding_.count(f.id) == 0; },  // timed out, dead server
+      [this](const Held& f) { return outstanding_.Find(f.id) == nullptr; },  // timed out, dead server
       [this](const Held& f) { return MustHold(f.m); }, [this](Held& f) { Transmit(f.m, f.id); });
 }
 
@@ -315,8 +315,7 @@ bool WorkerIo::Transmit(OutMsg& m, uint64_t id) {
         m.dest < 0 ? "the scheduler" : NodeName(Role::kServer, m.dest).c_str(), m.payload.nbytes);
   }
   if (!SendMessage(sock, nullptr, m.h, m.str, m.payload, m.dest < 0 ? nullptr : &shm_[static_cast<size_t>(m.dest)])) {
-    Outstanding failed = std::move(outstanding_[id]);
-    outstanding_.erase(id);
+    Outstanding failed = outstanding_.Take(id);
     Complete(failed, KV_ERR_NETWORK, StrFormat("sending %s failed", MsgTypeName(m.h.type)), nullptr);
     return false;
   }
@@ -353,13 +352,12 @@ void WorkerIo::HandleScheduler(Message& m) {
     case MsgType::kBarrierDone:
     case MsgType::kFinishAck:
     case MsgType::kQueryDeadReply: {
-      auto it = outstanding_.find(m.h.req_id);
-      if (it == outstanding_.end() || it->second.dest != -1) {
+      const Outstanding* found = outstanding_.Find(m.h.req_id);
+      if (found == nullptr || found->dest != -1) {
         LogDropped("dropped %s for unknown request %" PRIu64, MsgTypeName(m.h.type), m.h.req_id);
         return;
       }
-      Outstanding o = std::move(it->second);
-      outstanding_.erase(it);
+      Outstanding o = outstanding_.Take(m.h.req_id);
       queue_.Done(&o.ticket);
       if (o.waiter) {
         o.waiter->Complete(m.h.status, m.str, type == MsgType::kQueryDeadReply ? m.h.key : 0);
@@ -377,13 +375,12 @@ void WorkerIo::HandleReply(int server, Message& m) {
     return;
   }
   if (m.h.req_id == 0) return ShmAnswered(server, m);
-  auto it = outstanding_.find(m.h.req_id);
-  if (it == outstanding_.end() || it->second.dest != server) {
+  const Outstanding* found = outstanding_.Find(m.h.req_id);
+  if (found == nullptr || found->dest != server) {
     LogDropped("dropped a reply from server %d for unknown request %" PRIu64, server, m.h.req_id);
     return;
   }
-  Outstanding o = std::move(it->second);
-  outstanding_.erase(it);
+  Outstanding o = outstanding_.Take(m.h.req_id);
   Complete(o, m.h.status, m.str, &m);
 }
 
@@ -399,17 +396,14 @@ void WorkerIo::Complete(Outstanding& o, int status, const std::string& msg, Mess
 }
 
 // Request ids grow in send order and every request gets the same timeout, so deadlines
-// grow with ids: the scan walks ids up from the oldest one that may be outstanding and stops
-// at the first outstanding request whose deadline has not passed. Each id is passed over
-// once, so the scans cost O(1) per request however many are outstanding.
+// grow with ids: the scan looks at the oldest outstanding request and stops at the first
+// whose deadline has not passed, so the scans cost O(1) per request however many are
+// outstanding.
 void WorkerIo::CheckDeadlines() {
   const double now = NowSec();
-  for (; oldest_req_ < next_req_; ++oldest_req_) {
-    auto it = outstanding_.find(oldest_req_);
-    if (it == outstanding_.end()) continue;  // completed
-    if (!(now > it->second.deadline)) return;
-    Outstanding o = std::move(it->second);
-    outstanding_.erase(it);
+  for (uint64_t id; (id = outstanding_.Oldest()) != 0;) {
+    if (!(now > outstanding_.Find(id)->deadline)) return;
+    Outstanding o = outstanding_.Take(id);
     const std::string who = o.dest < 0 ? "the scheduler" : NodeName(Role::kServer, o.dest);
     const std::string what = o.op ? std::string() : StrFormat(" for %s", MsgTypeName(static_cast<uint16_t>(o.type)));
     Complete(o, KV_ERR_TIMEOUT,
@@ -420,14 +414,11 @@ void WorkerIo::CheckDeadlines() {
 }
 
 void WorkerIo::FailServer(int server, int code, const std::string& why) {
-  for (auto it = outstanding_.begin(); it != outstanding_.end();) {
-    if (it->second.dest == server) {
-      Outstanding o = std::move(it->second);
-      it = outstanding_.erase(it);
-      Complete(o, code, why, nullptr);
-    } else {
-      ++it;
-    }
+  for (uint64_t id : outstanding_.Ids()) {
+    Outstanding* found = outstanding_.Find(id);
+    if (found == nullptr || found->dest != server) continue;
+    Outstanding o = outstanding_.Take(id);
+    Complete(o, code, why, nullptr);
   }
 }
 
@@ -437,9 +428,11 @@ void WorkerIo::FailAll(int code, const std::string& why) {
     Outstanding o(m);
     Complete(o, code, why, nullptr);
   }
-  decltype(outstanding_) all(0, outstanding_.hash_function(), outstanding_.key_eq(), outstanding_.get_allocator());
-  all.swap(outstanding_);
-  for (auto& e : all) Complete(e.second, code, why, nullptr);
+  for (uint64_t id : outstanding_.Ids()) {
+    if (outstanding_.Find(id) == nullptr) continue;
+    Outstanding o = outstanding_.Take(id);
+    Complete(o, code, why, nullptr);
+  }
 }
 
 }  // namespace dist

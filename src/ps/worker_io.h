@@ -25,13 +25,12 @@
 #include <mutex>
 #include <string>
 #include <thread>
-#include <unordered_map>
 #include <vector>
 
 #include "ps/config.h"
-#include "ps/node_pool.h"
 #include "ps/op.h"
 #include "ps/placement.h"
+#include "ps/request_table.h"
 #include "ps/scheduler_link.h"
 #include "ps/send_queue.h"
 #include "ps/shm.h"
@@ -153,14 +152,9 @@ class WorkerIo {
   static constexpr int kSendSlice = 1024;
   static constexpr int kRecvSlice = 1024;  // per server
   uint64_t next_req_ = 1;
-  uint64_t oldest_req_ = 1;  // no request older than this is outstanding (CheckDeadlines)
-  // The nodes of outstanding_ (one per request in flight) come from this pool, declared
-  // before the table that gives them back (node_pool.h).
-  NodePool outstanding_pool_;
-  std::unordered_map<uint64_t, Outstanding, std::hash<uint64_t>, std::equal_to<uint64_t>,
-                     PoolAllocator<std::pair<const uint64_t, Outstanding>>>
-      outstanding_{16, std::hash<uint64_t>(), std::equal_to<uint64_t>(),
-                   PoolAllocator<std::pair<const uint64_t, Outstanding>>(&outstanding_pool_)};
+  // One entry per request in flight, by id (request_table.h): oldest first, so that
+  // CheckDeadlines looks only at the oldest ones.
+  RequestTable<Outstanding> outstanding_;
   std::vector<std::pair<OutMsg, SendQueue<OutMsg>::Ticket>> popped_;  // SendQueued's slice
 };
 
