@@ -44,8 +44,8 @@ echo "== TSan build ($root/tsan)"
 cmake -S . -B "$root/tsan" -DCMAKE_BUILD_TYPE=Debug -DKVSTORE_SANITIZE=thread \
   -DKVSTORE_USE_CUDA=OFF -DKVSTORE_BUILD_BINDINGS=OFF -DKVSTORE_BUILD_BENCH=OFF \
   -DKVSTORE_BUILD_EXAMPLES=OFF -DPython3_EXECUTABLE=$py >/dev/null
-cmake --build "$root/tsan" -j"$jobs" --target test_capi_threads test_capi_store test_unit_reduce test_profile test_unit_local_keys
-tsan_tests='capi_threads|capi_store|unit_reduce|profile_local|unit_local_keys'
+cmake --build "$root/tsan" -j"$jobs" --target test_capi_threads test_capi_store test_unit_reduce test_profile test_unit_local_keys test_unit_arg_gates
+tsan_tests='capi_threads|capi_store|unit_reduce|profile_local|unit_local_keys|unit_arg_gates'
 if grep -qs dist_zerocopy "$root/tsan/tests/dist/CTestTestfile.cmake"; then
   cmake --build "$root/tsan" -j"$jobs" --target dist_worker kvstore-server test_ps_send_queue \
     inprocess_tests profile_worker test_shm test_ps_spin test_ps_ring_intake
