@@ -278,6 +278,65 @@ static void test_queue_reuses_memory() {
   CHECK(q.size() == 0);
 }
 
+// The hinted inserts (keys queued in order go to the sets' ends) against a brute-force model
+// where the hints are wrong: random priorities, keys repeated and out of order, unordered
+// requests, pops interleaved with pushes, and pushes in flight whose Done re-places their lanes.
+static void test_order_model() {
+  struct Req {
+    int64_t prio;
+    uint64_t seq, key;
+    std::string name;
+  };
+  Queue q;
+  std::vector<Req> model;  // queued, in queue order
+  std::vector<Queue::Ticket> in_flight;
+  uint64_t seq = 0, lcg = 12345;
+  auto rnd = [&lcg](uint64_t n) {
+    lcg = lcg * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (lcg >> 33) % n;
+  };
+  // The model's next request: the oldest request of the lane whose best one ranks first.
+  auto next = [&model]() {
+    size_t best = 0;
+    for (size_t i = 1; i < model.size(); ++i) {
+      const Req& a = model[i];
+      const Req& b = model[best];
+      if (a.prio > b.prio || (a.prio == b.prio && a.seq < b.seq)) best = i;
+    }
+    const uint64_t key = model[best].key;
+    for (size_t i = 0; i < model.size(); ++i) {
+      if (model[i].key == key) return i;
+    }
+    return best;
+  };
+  int mismatches = 0;
+  for (int step = 0; step < 3000; ++step) {
+    if (rnd(3) != 0) {
+      const int prio = static_cast<int>(rnd(4)) - 1;
+      const uint64_t key = rnd(10) == 0 ? 0 : 1 + rnd(step < 1500 ? 50 : 5000);
+      const SendKind kind = rnd(2) ? SendKind::kPush : SendKind::kControl;
+      const std::string name = "r" + std::to_string(++seq);
+      Add(q, key, kind, 0, prio, name);
+      model.push_back(Req{prio, seq, key == 0 ? (uint64_t{1} << 62) + seq : key, name});
+    } else if (!model.empty()) {
+      std::string item;
+      Queue::Ticket t;
+      REQUIRE(q.Pop(&item, &t), "pop with %zu queued", model.size());
+      const size_t i = next();
+      if (item != model[i].name) ++mismatches;
+      model.erase(model.begin() + static_cast<long>(i));
+      in_flight.push_back(t);
+      if (in_flight.size() > 8) {
+        q.Done(&in_flight.front());
+        in_flight.erase(in_flight.begin());
+      }
+    }
+  }
+  CHECK_MSG(mismatches == 0, "%d pops out of rank order", mismatches);
+  CHECK(q.size() == model.size());
+  for (auto& t : in_flight) q.Done(&t);
+}
+
 int main() {
   test_priority_order();
   test_per_key_order();
@@ -288,5 +347,6 @@ int main() {
   test_many_keys();
   test_node_pool();
   test_queue_reuses_memory();
+  test_order_model();
   return check_summary();
 }
