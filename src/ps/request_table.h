@@ -13,9 +13,10 @@
 //    while thousands of later ones complete would stretch the ring over every id sent
 //    meanwhile. So when the ring must grow while at most a quarter of its slots are live,
 //    its older half's live entries move to `overflow_` (an ordered map of the few
-//    long-lived ones) and the ring drops that half: the ring holds at most about eight
-//    slots per live entry. (Requests to a slow server interleaved with a fast one's leave
-//    about half the slots live: they stay in the ring.)
+//    long-lived ones) and the ring drops that half: a full ring holds at most about eight
+//    slots per live entry, and the ring never holds more slots than its largest burst of
+//    outstanding requests needed (Ids() walks them). (Requests to a slow server
+//    interleaved with a fast one's leave about half the slots live: they stay in the ring.)
 //  - Every id below base_ that is outstanding is in overflow_; no id at or above it is.
 //
 // Threading: none (the I/O thread's own).
@@ -108,6 +109,10 @@ class RequestTable {
 
   void PushBack(bool live, V v) {
     if (size_ == slots_.size()) Grow();
+    if (!live && size_ == 0) {  // Grow spilled every live entry: the first slot stays live
+      ++base_;
+      return;
+    }
     Slot& s = slots_[(head_ + size_) & mask_];
     s.live = live;
     s.value = std::move(v);

@@ -44,6 +44,7 @@ static void TestModel() {
       MUST(t.Find(it->first) == nullptr);
       model.erase(it);
     }
+    MUST(t.Oldest() == (model.empty() ? 0 : model.begin()->first));
     if (step % 997 == 0) {
       MUST(t.live() == model.size());
       MUST(t.Oldest() == (model.empty() ? 0 : model.begin()->first));
@@ -108,6 +109,23 @@ static void TestStraggler() {
   CHECK(t.empty() && t.Oldest() == 0);
 }
 
+// A spill that empties the ring while ids skipped before an insert still take their places
+// (requests failed before they left): the ring's first slot stays live, so the deadline
+// scan's Oldest() is always an id Find knows.
+static void TestSpillBeforeSkippedIds() {
+  Table t;
+  for (uint64_t id = 1; id <= 16; ++id) t.Insert(id, Name(id));  // a full ring of 16
+  for (uint64_t id = 2; id <= 16; ++id) MUST(t.Take(id) == Name(id));
+  t.Insert(19, Name(19));  // 17 and 18 were never inserted; the ring spills id 1 at 17
+  CHECK(t.Oldest() == 1 && t.Find(1) != nullptr);
+  CHECK(t.Take(1) == Name(1));
+  CHECK(t.Oldest() == 19);
+  CHECK(t.Find(t.Oldest()) != nullptr && *t.Find(19) == Name(19));
+  CHECK(t.Ids() == std::vector<uint64_t>{19});
+  CHECK(t.Take(19) == Name(19));
+  CHECK(t.empty() && t.Oldest() == 0);
+}
+
 // Two servers, one slow: every other request stays outstanding, all in the ring.
 static void TestHalfLive() {
   Table t;
@@ -127,5 +145,6 @@ int main() {
   TestModel();
   TestStraggler();
   TestHalfLive();
+  TestSpillBeforeSkippedIds();
   return check_summary();
 }
