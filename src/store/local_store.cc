@@ -393,19 +393,19 @@ class LocalStore final : public Store {
   // the stored shape and dtype (which never change after init), and adds the keys' stripes
   // to s->stripes; the distinct entries in ascending slot go into `locks` when given
   // (PushPull compares the pushed and pulled sets). Keys that each appear once (the usual
-  // call) make one group per value without any lookup structure.
+  // call) make one group per value without any lookup structure. The values' gates are
+  // entered by the lookup and waited on before anything reads their data (arg_gates.h).
   void PlanPush(const KeyList& keys, const Array* const* vals, CallScratch* s, std::vector<Entry*>* locks,
-                ArgGates* gates = nullptr) {
+                ArgGates* gates) {
     bool any_sparse = false;
     const bool ascending = Lookup(keys, vals, s, gates, [&any_sparse](const Entry& e, const Array& v) {
       if (!e.Matches(v)) CheckShapeDType(e.shape, e.dtype, v, "push to key " + KeyName(e));  // message built on failure only
       any_sparse |= v.is_row_sparse();
     });
-    if (gates) gates->Wait();
+    gates->Wait();
     const std::vector<Entry*>& entries = s->entries;
     const size_t n = entries.size();
-    const bool repeats = !ascending && Repeats(s);
-    if (repeats) {
+    if (!ascending && Repeats(s)) {
       GroupRepeats(entries, vals, s);
     } else {  // one group per value
       const Array* const* run = vals;
