@@ -3,7 +3,7 @@
 KVSTORE_SHM=1 and KVSTORE_SHM=0, interleaved and repeated in one session.
 
     cd build && python3 ../bench/dist/shm_ab.py [--rounds 3] [--configs 1x1,2x2]
-        [--sizes 1M,16M,64M] [--seconds 0.3] [--reps 3] [--open]
+        [--sizes 1M,16M,64M] [--seconds 0.3] [--reps 3] [--open] [--floor 2,3,4]
 
 Each round runs `kvstore-launch -n W -s S -- bench/dist/dist_bench ...` once with shared
 memory (the default) and once with KVSTORE_SHM=0 (every payload over TCP loopback), the order
@@ -14,10 +14,16 @@ batches. Prints, per configuration and size, the medians over the rounds of push
 (both directions counted, dist_bench's convention) with and without shared memory, the median
 per-round ratio shm / tcp, and the medians of pspl / memcpy of each (the memory baseline of
 that run). Run from the build directory.
+
+--floor C1,C2,... adds, in every round, bench/dist/shm_floor (no store: two processes, one
+shared mapping, only the copies of a design of C copies per round) at the same sizes, and
+prints per design the median of its pushpull GB/s over the store's TCP GB/s of the same
+round: the most shared memory of that design could reach against this TCP path here.
 """
 
 import argparse
 import statistics
+import subprocess
 import sys
 
 import dist_table
@@ -32,6 +38,18 @@ def run(w, s, shm, a):
             for size, cols in dist_table.worker0_rows(out, min_columns=9).items()}
 
 
+def floor(a):
+    """{(size, copies): GB/s} from one shm_floor run at the job's sizes (one repetition)."""
+    out = subprocess.run(["bench/dist/shm_floor", "--sizes", a.sizes,
+                          "--copies", a.floor, "--seconds", a.seconds, "--reps", "1"],
+                         stdout=subprocess.PIPE, check=True, timeout=600).stdout.decode()
+    res = {}
+    for line in out.splitlines()[1:]:
+        cols = line.replace("|", " ").split()
+        res[(cols[0], int(cols[1]))] = float(cols[2])
+    return res
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[1])
     p.add_argument("--rounds", type=int, default=3)
@@ -40,6 +58,7 @@ def main():
     p.add_argument("--seconds", default="0.3")
     p.add_argument("--reps", default="3")
     p.add_argument("--open", action="store_true", help="no job secret (plain ZeroMQ)")
+    p.add_argument("--floor", default="", help="shm_floor designs (copies per round) to add")
     a = p.parse_args()
     print("shm_ab: %d rounds, %s job, dist_bench --ops pushpull --seconds %s --reps %s" %
           (a.rounds, "open" if a.open else "secured", a.seconds, a.reps))
@@ -47,9 +66,12 @@ def main():
     for cfg in a.configs.split(","):
         w, s = (int(x) for x in cfg.split("x"))
         res = {True: [], False: []}
+        floors = []
         for r in range(a.rounds):
             for shm in ((True, False) if r % 2 == 0 else (False, True)):
                 res[shm].append(run(w, s, shm, a))
+            if a.floor:
+                floors.append(floor(a))
         for size in res[True][0]:
             pp = {m: [x[size]["pushpull"] for x in res[m]] for m in res}
             mc = {m: [x[size]["pushpull"] / x[size]["memcpy"] for x in res[m]] for m in res}
@@ -57,6 +79,12 @@ def main():
             print("%-6s %-7s| %-7.2f %-7.2f %-6.2f| %-7.2f %-7.2f" %
                   (cfg, size, statistics.median(pp[True]), statistics.median(pp[False]),
                    statistics.median(ratio), statistics.median(mc[True]), statistics.median(mc[False])))
+            key = size.replace(" MiB", "M").replace(" KiB", "K")
+            for c in (int(x) for x in a.floor.split(",")) if a.floor else ():
+                fl = [floors[i][(key, c)] / pp[False][i] for i in range(a.rounds)]
+                print("%-6s %-7s| floor of %d copies: %.2f GB/s, %.2fx tcp (rounds %s)" %
+                      (cfg, size, c, statistics.median(f[(key, c)] for f in floors),
+                       statistics.median(fl), " ".join("%.2f" % x for x in fl)))
             sys.stdout.flush()
     print("GB/s per worker of pushpull (both directions); x = median of per-round shm / tcp; "
           "/mc = pushpull GB/s over the memcpy GB/s measured in the same dist_bench run")
