@@ -16,9 +16,10 @@ per-round ratio shm / tcp, and the medians of pspl / memcpy of each (the memory 
 that run). Run from the build directory.
 
 --floor C1,C2,... adds, in every round, bench/dist/shm_floor (no store: two processes, one
-shared mapping, only the copies of a design of C copies per round) at the same sizes, and
-prints per design the median of its pushpull GB/s over the store's TCP GB/s of the same
-round: the most shared memory of that design could reach against this TCP path here.
+shared mapping, only the copies of a design of C copies per round) at the same sizes, once
+with the worker's copies on one thread and once split over two (--split), and prints per
+design the median of its pushpull GB/s over the store's TCP GB/s of the same round: what
+shared memory of that design could reach against this TCP path here.
 """
 
 import argparse
@@ -39,14 +40,16 @@ def run(w, s, shm, a):
 
 
 def floor(a):
-    """{(size, copies): GB/s} from one shm_floor run at the job's sizes (one repetition)."""
-    out = subprocess.run(["bench/dist/shm_floor", "--sizes", a.sizes,
-                          "--copies", a.floor, "--seconds", a.seconds, "--reps", "1"],
-                         stdout=subprocess.PIPE, check=True, timeout=600).stdout.decode()
+    """{(size, copies, split): GB/s} from one shm_floor run per thread layout at the job's
+    sizes (one repetition each)."""
     res = {}
-    for line in out.splitlines()[1:]:
-        cols = line.replace("|", " ").split()
-        res[(cols[0], int(cols[1]))] = float(cols[2])
+    for split in (False, True):
+        out = subprocess.run(["bench/dist/shm_floor", "--sizes", a.sizes, "--copies", a.floor,
+                              "--seconds", a.seconds, "--reps", "1"] + (["--split"] if split else []),
+                             stdout=subprocess.PIPE, check=True, timeout=600).stdout.decode()
+        for line in out.splitlines()[1:]:
+            cols = line.replace("|", " ").split()
+            res[(cols[0], int(cols[1]), split)] = float(cols[2])
     return res
 
 
@@ -81,10 +84,12 @@ def main():
                    statistics.median(ratio), statistics.median(mc[True]), statistics.median(mc[False])))
             key = size.replace(" MiB", "M").replace(" KiB", "K")
             for c in (int(x) for x in a.floor.split(",")) if a.floor else ():
-                fl = [floors[i][(key, c)] / pp[False][i] for i in range(a.rounds)]
-                print("%-6s %-7s| floor of %d copies: %.2f GB/s, %.2fx tcp (rounds %s)" %
-                      (cfg, size, c, statistics.median(f[(key, c)] for f in floors),
-                       statistics.median(fl), " ".join("%.2f" % x for x in fl)))
+                for split in (False, True):
+                    fl = [floors[i][(key, c, split)] / pp[False][i] for i in range(a.rounds)]
+                    print("%-6s %-7s| floor, %d copies, %s: %.2f GB/s, %.2fx tcp (rounds %s)" %
+                          (cfg, size, c, "worker on 2 threads" if split else "worker on 1 thread",
+                           statistics.median(f[(key, c, split)] for f in floors),
+                           statistics.median(fl), " ".join("%.2f" % x for x in fl)))
             sys.stdout.flush()
     print("GB/s per worker of pushpull (both directions); x = median of per-round shm / tcp; "
           "/mc = pushpull GB/s over the memcpy GB/s measured in the same dist_bench run")

@@ -3,6 +3,7 @@
 // the value copies a design of N copies per round makes.
 //
 //   shm_floor [--sizes 16M,64M] [--copies 2,3,4] [--window 8] [--seconds 0.5] [--reps 3]
+//             [--split]
 //
 // The "worker" (this process) runs `window` pushpull rounds in flight on one value, each in
 // a slot of its own, as dist_bench's pushpull does; the "server" (a forked child) answers each
@@ -14,6 +15,9 @@
 //      ignores that the next round may overwrite the value while it is read)
 //   2  worker: input -> ring slot; server: no byte (it keeps the slot as the value);
 //      worker: slot -> output (a server that touches no byte of a lone worker's value)
+// The worker makes its copies on one thread, as the store's worker does today (its I/O thread
+// both fills ring slots and empties replies); with --split a second thread of the worker
+// takes the replies and makes the copies out, while the first only copies in and sends.
 // Control messages are 8 bytes over an AF_UNIX SOCK_SEQPACKET pair (cheaper than the store's
 // ZeroMQ control path, so these are floors). GB/s counts both directions (2 x size per round,
 // dist_bench's pushpull convention). Next to each design, in the same repetition: memcpy = one
@@ -30,7 +34,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <condition_variable>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "../common/timing.h"
@@ -108,7 +115,7 @@ double ParseSize(const std::string& s) {
   return v;
 }
 
-void RunDesign(size_t bytes, int copies, int window, double seconds, Figures* f) {
+void RunDesign(size_t bytes, int copies, int window, double seconds, bool split, Figures* f) {
   Shared sh;
   sh.bytes = bytes;
   sh.window = window;
@@ -139,6 +146,32 @@ void RunDesign(size_t bytes, int copies, int window, double seconds, Figures* f)
   // A batch: `rounds` rounds with `window` in flight, slots reused in order.
   auto batch = [&]() {
     const double t0 = Now();
+    if (split) {
+      // Replies arrive in send order; `done` tells the sender a slot is free again.
+      std::mutex mu;
+      std::condition_variable cv;
+      size_t done = 0;
+      std::thread receiver([&]() {
+        for (size_t i = 0; i < rounds; ++i) {
+          copy_out(Recv(fd).slot);
+          std::lock_guard<std::mutex> lock(mu);
+          done = i + 1;
+          cv.notify_one();
+        }
+      });
+      for (size_t sent = 0; sent < rounds; ++sent) {
+        {
+          std::unique_lock<std::mutex> lock(mu);
+          cv.wait(lock, [&]() { return sent - done < static_cast<size_t>(window); });
+        }
+        const uint32_t s = static_cast<uint32_t>(sent % window);
+        std::memcpy(sh.ring(s), input.data(), bytes);
+        input[sent % bytes] = static_cast<char>(sent);
+        Send(fd, {kRound, s});
+      }
+      receiver.join();
+      return 2.0 * bytes * rounds / (Now() - t0) / 1e9;
+    }
     size_t sent = 0, done = 0;
     while (done < rounds) {
       if (sent < rounds && sent - done < static_cast<size_t>(window)) {
@@ -194,8 +227,19 @@ int main(int argc, char** argv) {
   std::string sizes = "16M,64M", designs = "2,3,4";
   int window = 8, reps = 3;
   double seconds = 0.5;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string k = argv[i], v = argv[i + 1];
+  bool split = false;
+  for (int i = 1; i < argc; i += 2) {
+    const std::string k = argv[i];
+    if (k == "--split") {
+      split = true;
+      --i;
+      continue;
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "shm_floor: %s needs a value\n", k.c_str());
+      return 2;
+    }
+    const std::string v = argv[i + 1];
     if (k == "--sizes") sizes = v;
     else if (k == "--copies") designs = v;
     else if (k == "--window") window = std::atoi(v.c_str());
@@ -220,7 +264,7 @@ int main(int argc, char** argv) {
     for (int rep = 0; rep < reps; ++rep) {
       for (size_t j = 0; j < order.size(); ++j) {
         const size_t d = rep % 2 == 0 ? j : order.size() - 1 - j;
-        RunDesign(bytes, order[d], window, seconds, &figs[d]);
+        RunDesign(bytes, order[d], window, seconds, split, &figs[d]);
       }
     }
     for (size_t d = 0; d < order.size(); ++d) {
