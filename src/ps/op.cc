@@ -121,7 +121,7 @@ bool Op::CompletePart(const PartPlan& part, int dest, int st, const std::string&
 
 void OpTracker::Begin(Op& op) {
   std::lock_guard<std::mutex> lock(mu_);
-  ++in_flight_;
+  in_flight_.fetch_add(1, std::memory_order_relaxed);
   PushRecord& p = op.key->pushes;
   if (op.type == MsgType::kPush || op.type == MsgType::kPushPull) op.push_seq = ++p.queued;
   op.after_pushes = p.queued;
@@ -143,19 +143,21 @@ void OpTracker::Finish(Op& op) {
       }
     }
   }
-  {
-    // The push ordering rule (op.h): every earlier push of the key has finished.
+  // The push ordering rule (op.h): every earlier push of the key has finished. A successful
+  // operation of a key with no failed push on record changes nothing (the common case: no
+  // lock).
+  PushRecord& p = op.key->pushes;
+  if (op.status != 0 || p.failed_seq.load(std::memory_order_relaxed) != 0) {
     std::lock_guard<std::mutex> lock(mu_);
-    PushRecord& p = op.key->pushes;
+    const uint64_t failed = p.failed_seq.load(std::memory_order_relaxed);
     if (op.push_seq != 0 && op.status != 0) {
-      p.failed_seq = op.push_seq;
+      p.failed_seq.store(op.push_seq, std::memory_order_relaxed);
       p.failed_code = op.status;
       p.failed_msg = op.msg;
       failures_.push_back({op.key, op.status, op.msg, op.type != MsgType::kPush});
-    } else if (op.push_seq != 0 && op.push_seq > p.failed_seq) {
-      p.failed_seq = 0;
-    } else if (op.type == MsgType::kPull && op.status == 0 && p.failed_seq != 0 &&
-               p.failed_seq <= op.after_pushes) {
+    } else if (op.push_seq != 0 && op.push_seq > failed) {
+      p.failed_seq.store(0, std::memory_order_relaxed);
+    } else if (op.type == MsgType::kPull && op.status == 0 && failed != 0 && failed <= op.after_pushes) {
       op.status = p.failed_code;
       op.msg = StrFormat("pull of key %s follows a failed push of the key: %s",
                          op.key->display.c_str(), p.failed_msg.c_str());
@@ -164,18 +166,22 @@ void OpTracker::Finish(Op& op) {
   for (Array* out : op.outs) out->EndPendingWrite(op.status, op.msg);
   op.payload.Reset();
   if (op.waiter) op.waiter->Complete(op.status, op.msg);
-  std::lock_guard<std::mutex> lock(mu_);
-  --in_flight_;
-  idle_cv_.notify_all();
+  // The release orders everything above before WaitAll's acquiring read of zero (the
+  // decrements form one release sequence). The last one wakes WaitAll under the mutex: a
+  // waiter that read a non-zero count is asleep by then, not between its read and its sleep.
+  if (in_flight_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    std::lock_guard<std::mutex> lock(mu_);
+    idle_cv_.notify_all();
+  }
 }
 
 void OpTracker::WaitAll() {
   std::vector<PushFailure> failures;
   {
     std::unique_lock<std::mutex> lock(mu_);
-    idle_cv_.wait(lock, [&] { return in_flight_ == 0; });
+    idle_cv_.wait(lock, [&] { return in_flight_.load(std::memory_order_acquire) == 0; });
     for (PushFailure& f : failures_) {
-      f.key->pushes.failed_seq = 0;
+      f.key->pushes.failed_seq.store(0, std::memory_order_relaxed);
       if (!f.reported) failures.push_back(std::move(f));
     }
     failures_.clear();

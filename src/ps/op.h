@@ -16,11 +16,16 @@
 //  - WaitAll returns once every operation begun before it has finished.
 //
 // Threading. Begin runs on application threads, Op::CompletePart and Finish on the I/O
-// thread. An Op's own fields belong to the thread that holds it (its builder, then the I/O
-// thread). OpTracker's mutex guards its counters, its failure list and every key's
-// PushRecord; nothing else is done under it. A Waiter has its own mutex.
+// thread (only there). An Op's own fields belong to the thread that holds it (its builder,
+// then the I/O thread). OpTracker's mutex guards its failure list and every key's
+// PushRecord, and WaitAll sleeps under it; nothing else is done under it. The count of
+// operations in flight is atomic: Finish takes the mutex only when the operation failed,
+// when its key has a failed push on record, or when it was the last one in flight (to wake
+// WaitAll), so that the I/O thread does not contend with application threads, nor wake a
+// waiter, per operation. A Waiter has its own mutex.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -74,10 +79,12 @@ class Waiter {
 };
 
 // Pushes of one key and the latest failed one, which later pulls must not pretend to
-// contain (failed_seq 0: none, or superseded, or reported). Guarded by OpTracker.
+// contain (failed_seq 0: none, or superseded, or reported). Guarded by OpTracker's mutex;
+// failed_seq is also read without it by Finish on the I/O thread, which is the only thread
+// that makes it non-zero (WaitAll only clears it), so a zero read there is current.
 struct PushRecord {
   uint64_t queued = 0;
-  uint64_t failed_seq = 0;
+  std::atomic<uint64_t> failed_seq{0};
   int failed_code = 0;
   std::string failed_msg;
 };
@@ -155,8 +162,8 @@ class OpTracker {
 
  private:
   std::mutex mu_;
-  std::condition_variable idle_cv_;
-  int in_flight_ = 0;
+  std::condition_variable idle_cv_;  // notified, under mu_, when in_flight_ reaches zero
+  std::atomic<int64_t> in_flight_{0};
   std::vector<PushFailure> failures_;
 };
 
