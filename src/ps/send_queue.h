@@ -78,11 +78,16 @@ class SendQueue {
   // The next request that may leave now, with its ticket; false when none may.
   bool Pop(T* item, Ticket* ticket);
   // Pops up to `max` requests as Pop would one by one (no Done between them), appending
-  // them to *out, under one lock; returns how many.
-  size_t PopSome(std::vector<std::pair<T, Ticket>>* out, size_t max);
+  // them to *out, under one lock; returns how many. When `done` is given, its tickets are
+  // given back first (as Done, under the same lock) and it is cleared: a sender that
+  // collects the tickets of the replies it read takes the lock once per turn, not once
+  // per reply.
+  size_t PopSome(std::vector<std::pair<T, Ticket>>* out, size_t max, std::vector<Ticket>* done = nullptr);
 
   // Gives back what `ticket` holds (once; the ticket is cleared).
   void Done(Ticket* ticket);
+  // Whether Done(ticket) has anything to give back (else it need not be called).
+  static bool Holds(const Ticket& ticket) { return ticket.window_bytes > 0 || ticket.push; }
 
   // Removes and returns every queued request in rank order (the window is unchanged).
   std::vector<T> TakeAll();
@@ -135,6 +140,7 @@ class SendQueue {
   // The best-ranked lane of pulls_ whose head fits the window, or pulls_.end().
   typename PoolSet<Slot>::iterator FittingPull();
   bool PopLocked(T* item, Ticket* ticket);
+  void DoneLocked(const Ticket& ticket);
 
   mutable std::mutex mu_;
   NodePool pool_;  // before the containers: they give their nodes back to it
@@ -223,8 +229,12 @@ bool SendQueue<T>::Pop(T* item, Ticket* ticket) {
 }
 
 template <typename T>
-size_t SendQueue<T>::PopSome(std::vector<std::pair<T, Ticket>>* out, size_t max) {
+size_t SendQueue<T>::PopSome(std::vector<std::pair<T, Ticket>>* out, size_t max, std::vector<Ticket>* done) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (done != nullptr) {
+    for (const Ticket& t : *done) DoneLocked(t);
+    done->clear();
+  }
   size_t n = 0;
   for (; n < max && queued_ > 0; ++n) {
     out->emplace_back();
@@ -270,25 +280,32 @@ bool SendQueue<T>::PopLocked(T* item, Ticket* ticket) {
 
 template <typename T>
 void SendQueue<T>::Done(Ticket* ticket) {
-  if (ticket->window_bytes == 0 && !ticket->push) return;
-  std::lock_guard<std::mutex> lock(mu_);
-  if (ticket->window_bytes > 0) {
-    window_bytes_ -= ticket->window_bytes;
+  if (!Holds(*ticket)) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    DoneLocked(*ticket);
+  }
+  *ticket = Ticket{};
+}
+
+template <typename T>
+void SendQueue<T>::DoneLocked(const Ticket& ticket) {
+  if (ticket.window_bytes > 0) {
+    window_bytes_ -= ticket.window_bytes;
     --window_count_;
   }
-  if (ticket->push) {
-    auto it = pushes_in_flight_.find(ticket->key);
+  if (ticket.push) {
+    auto it = pushes_in_flight_.find(ticket.key);
     if (it != pushes_in_flight_.end() && --it->second == 0) {
       pushes_in_flight_.erase(it);
       // The key's queued pull, if it heads the lane, is windowed again.
-      auto lane = lanes_.find(ticket->key);
+      auto lane = lanes_.find(ticket.key);
       if (lane != lanes_.end()) {
-        Unplace(ticket->key, lane->second);
-        Place(ticket->key, lane->second);
+        Unplace(ticket.key, lane->second);
+        Place(ticket.key, lane->second);
       }
     }
   }
-  *ticket = Ticket{};
 }
 
 template <typename T>

@@ -257,32 +257,29 @@ void WorkerIo::CheckScheduler(double now) {
 // Takes the slice from the queue under one lock, then sends it.
 bool WorkerIo::SendQueued() {
   popped_.clear();
-  const size_t n = queue_.PopSome(&popped_, kSendSlice);
-  for (auto& p : popped_) SendOne(p.first, p.second);
+  const size_t n = queue_.PopSome(&popped_, kSendSlice, &done_);
+  // One deadline for the slice: deadlines still grow with ids (CheckDeadlines).
+  const double deadline = n > 0 ? DeadlineAfter(RequestTimeout()) : 0;
+  for (auto& p : popped_) SendOne(p.first, p.second, deadline);
   popped_.clear();  // the requests' references (payloads, ops) end here, not at the next turn
   return n == kSendSlice;
 }
 
-void WorkerIo::SendOne(OutMsg& m, const SendQueue<OutMsg>::Ticket& ticket) {
+void WorkerIo::SendOne(OutMsg& m, const SendQueue<OutMsg>::Ticket& ticket, double deadline) {
   const uint64_t id = next_req_++;
   m.h.req_id = id;
-  Outstanding o(m);
+  Outstanding o = Outstanding::TakeFrom(m);
   o.ticket = ticket;
-  o.deadline = DeadlineAfter(RequestTimeout());
-  bool sched_dead, server_dead = false;
-  {
-    std::lock_guard<std::mutex> lock(peers_mu_);
-    sched_dead = scheduler_dead_;
-    if (m.dest >= 0) server_dead = server_dead_[static_cast<size_t>(m.dest)];
-  }
-  if (sched_dead) {
+  o.deadline = deadline;
+  // Liveness is written on this thread only: read without peers_mu_.
+  if (scheduler_dead_) {
     Complete(o, KV_ERR_PEER_DEAD,
-             m.op ? std::string("the scheduler is dead; the job cannot go on")
+             o.op ? std::string("the scheduler is dead; the job cannot go on")
                   : StrFormat("%s: the scheduler is dead", MsgTypeName(m.h.type)),
              nullptr);
     return;
   }
-  if (server_dead) {
+  if (m.dest >= 0 && server_dead_[static_cast<size_t>(m.dest)]) {
     Complete(o, KV_ERR_PEER_DEAD, StrFormat("server %d is dead", m.dest), nullptr);
     return;
   }
@@ -310,8 +307,10 @@ bool WorkerIo::SendHeld() {
 bool WorkerIo::Transmit(OutMsg& m, uint64_t id) {
   zmq::socket_t& sock = m.dest < 0 ? link_.socket() : servers_[static_cast<size_t>(m.dest)];
   if (cfg_.verbose >= 2) {
-    Log("send %s%s%s to %s, %zu bytes", MsgTypeName(m.h.type), m.op ? " of key " : "",
-        m.op ? m.op->key->display.c_str() : "",
+    const Outstanding* o = outstanding_.Find(id);
+    const Op* op = o != nullptr ? o->op.get() : nullptr;
+    Log("send %s%s%s to %s, %zu bytes", MsgTypeName(m.h.type), op != nullptr ? " of key " : "",
+        op != nullptr ? op->key->display.c_str() : "",
         m.dest < 0 ? "the scheduler" : NodeName(Role::kServer, m.dest).c_str(), m.payload.nbytes);
   }
   if (!SendMessage(sock, nullptr, m.h, m.str, m.payload, m.dest < 0 ? nullptr : &shm_[static_cast<size_t>(m.dest)])) {
@@ -387,7 +386,7 @@ void WorkerIo::HandleReply(int server, Message& m) {
 // Completes one request: a part of an Op (`reply`: the server's reply, for successful
 // pulls and pushpulls) or a control request.
 void WorkerIo::Complete(Outstanding& o, int status, const std::string& msg, Message* reply) {
-  queue_.Done(&o.ticket);
+  if (SendQueue<OutMsg>::Holds(o.ticket)) done_.push_back(o.ticket);
   if (!o.op) {
     if (o.waiter) o.waiter->Complete(status, msg, 0, o.dest, reply);
     return;
@@ -425,7 +424,7 @@ void WorkerIo::FailServer(int server, int code, const std::string& why) {
 void WorkerIo::FailAll(int code, const std::string& why) {
   // Queued but unsent requests first, then the outstanding ones.
   for (OutMsg& m : queue_.TakeAll()) {
-    Outstanding o(m);
+    Outstanding o = Outstanding::TakeFrom(m);
     Complete(o, code, why, nullptr);
   }
   for (uint64_t id : outstanding_.Ids()) {

@@ -85,7 +85,8 @@ class WorkerIo {
   void Wake();
   // Sends up to kSendSlice requests; true when it stopped at the slice (more may leave).
   bool SendQueued();
-  void SendOne(OutMsg& m, const SendQueue<OutMsg>::Ticket& ticket);
+  // Makes `m` outstanding until `deadline` and transmits it (or holds it back, or fails it).
+  void SendOne(OutMsg& m, const SendQueue<OutMsg>::Ticket& ticket, double deadline);
   void HandleReply(int server, Message& m);
   void HandleScheduler(Message& m);
   void NodeDead(const Message& m);
@@ -130,16 +131,25 @@ class WorkerIo {
 
   SendQueue<OutMsg> queue_;  // its own lock
 
-  std::mutex peers_mu_;  // guards the three below
+  // Guards the three below against application threads' reads; only the I/O thread
+  // writes them, so it reads them without the lock.
+  std::mutex peers_mu_;
   bool scheduler_dead_ = false;
   std::vector<bool> server_dead_;
   std::vector<bool> worker_dead_;
 
   // I/O thread only.
   struct Outstanding {
-    Outstanding() = default;
-    explicit Outstanding(const OutMsg& m)
-        : op(m.op), waiter(m.waiter), dest(m.dest), part(m.part), type(static_cast<MsgType>(m.h.type)) {}
+    // Takes `m`'s op and waiter (no reference counting per request); the rest of `m` stays.
+    static Outstanding TakeFrom(OutMsg& m) {
+      Outstanding o;
+      o.op = std::move(m.op);
+      o.waiter = std::move(m.waiter);
+      o.dest = m.dest;
+      o.part = m.part;
+      o.type = static_cast<MsgType>(m.h.type);
+      return o;
+    }
     std::shared_ptr<Op> op;
     std::shared_ptr<Waiter> waiter;
     int dest = -1;
@@ -156,6 +166,9 @@ class WorkerIo {
   // CheckDeadlines looks only at the oldest ones.
   RequestTable<Outstanding> outstanding_;
   std::vector<std::pair<OutMsg, SendQueue<OutMsg>::Ticket>> popped_;  // SendQueued's slice
+  // Tickets of completed requests not yet given back: the next SendQueued gives them back
+  // under the lock it pops with (the window and pushes in flight matter only to pops).
+  std::vector<SendQueue<OutMsg>::Ticket> done_;
 };
 
 // What one turn of the I/O loop sends of the requests held back per server (WorkerIo's

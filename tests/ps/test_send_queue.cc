@@ -337,6 +337,40 @@ static void test_order_model() {
   for (auto& t : in_flight) q.Done(&t);
 }
 
+// Tickets given back through PopSome's `done` (the I/O thread's batch of a turn's replies)
+// act as Done before the pops under the same lock: the window opens and a key whose push
+// was in flight has its pull windowed again; the batch is cleared.
+static void test_done_in_pop_some() {
+  Queue q;
+  const size_t big = 32u << 20;
+  std::vector<Queue::Ticket> held;
+  Add(q, 1, SendKind::kPull, big, 0, "big1");
+  Add(q, 2, SendKind::kPull, big, 0, "big2");
+  Add(q, 3, SendKind::kPush, 0, 0, "push3");
+  std::vector<std::string> want{"big1", "big2", "push3"};
+  CHECK(Drain(q, &held) == want);
+  Add(q, 4, SendKind::kPull, 1000, 0, "low4");
+  Add(q, 3, SendKind::kPull, big, 0, "pull3");  // not windowed while push3 is in flight
+  want = {"pull3"};
+  CHECK(Drain(q, &held) == want);
+  std::vector<std::pair<std::string, Queue::Ticket>> out;
+  std::vector<Queue::Ticket> done;
+  CHECK(q.PopSome(&out, 8, &done) == 0);  // window full, nothing given back
+  done = {held[0], held[1]};              // big1 and big2 answered
+  CHECK(q.PopSome(&out, 8, &done) == 1);
+  CHECK(done.empty());
+  CHECK(out.size() == 1 && out[0].first == "low4");
+  // push3 answered: pull3's ticket was counted outside the window, so giving back both
+  // leaves the window holding low4 alone.
+  Add(q, 3, SendKind::kPull, big, 0, "pull3b");
+  done = {held[2], held[3]};
+  CHECK(q.PopSome(&out, 8, &done) == 1);  // pull3b windowed now, one pull in flight: fits
+  CHECK(out.size() == 2 && out[1].first == "pull3b");
+  CHECK(out[1].second.window_bytes == big + 1);
+  for (auto& p : out) q.Done(&p.second);
+  CHECK(q.size() == 0);
+}
+
 int main() {
   test_priority_order();
   test_per_key_order();
@@ -348,5 +382,6 @@ int main() {
   test_node_pool();
   test_queue_reuses_memory();
   test_order_model();
+  test_done_in_pop_some();
   return check_summary();
 }
