@@ -48,8 +48,8 @@ cmake --build "$root/tsan" -j"$jobs" --target test_capi_threads test_capi_store 
 tsan_tests='capi_threads|capi_store|unit_reduce|profile_local|unit_local_keys|unit_arg_gates'
 if grep -qs dist_zerocopy "$root/tsan/tests/dist/CTestTestfile.cmake"; then
   cmake --build "$root/tsan" -j"$jobs" --target dist_worker kvstore-server test_ps_send_queue \
-    inprocess_tests profile_worker test_shm test_ps_spin test_ps_ring_intake
-  tsan_tests="$tsan_tests|dist_zerocopy|dist_sync_w2_s2\$|dist_killed_server|unit_ps_send_queue|inprocess_|profile_dist|unit_shm|dist_shm_w2_s2|unit_ps_spin|unit_ps_ring_intake"
+    inprocess_tests profile_worker test_shm test_ps_spin test_ps_ring_intake test_ps_op_tracker
+  tsan_tests="$tsan_tests|dist_zerocopy|dist_sync_w2_s2\$|dist_killed_server|unit_ps_send_queue|inprocess_|profile_dist|unit_shm|dist_shm_w2_s2|unit_ps_spin|unit_ps_ring_intake|unit_ps_op_tracker"
 fi
 # Debian's libzmq is not instrumented: its internal synchronisation is suppressed.
 TSAN_OPTIONS="halt_on_error=1 suppressions=$PWD/tests/dist/tsan.supp" \

@@ -167,12 +167,19 @@ void OpTracker::Finish(Op& op) {
   op.payload.Reset();
   if (op.waiter) op.waiter->Complete(op.status, op.msg);
   // The release orders everything above before WaitAll's acquiring read of zero (the
-  // decrements form one release sequence). The last one wakes WaitAll under the mutex: a
-  // waiter that read a non-zero count is asleep by then, not between its read and its sleep.
-  if (in_flight_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-    std::lock_guard<std::mutex> lock(mu_);
-    idle_cv_.notify_all();
+  // decrements form one release sequence). Above one, the count drops without the mutex.
+  // The decrement that may reach zero is made under the mutex, and wakes WaitAll there:
+  // WaitAll reads the count only under the mutex, so it cannot see zero (and return, and
+  // let the tracker be destroyed) before this call is done with the tracker, and a waiter
+  // that read a non-zero count is asleep by then, not between its read and its sleep.
+  // Begin, the only other writer, increments under the mutex.
+  int64_t n = in_flight_.load(std::memory_order_relaxed);
+  while (n > 1 && !in_flight_.compare_exchange_weak(n, n - 1, std::memory_order_acq_rel,
+                                                    std::memory_order_relaxed)) {
   }
+  if (n > 1) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (in_flight_.fetch_sub(1, std::memory_order_acq_rel) == 1) idle_cv_.notify_all();
 }
 
 void OpTracker::WaitAll() {

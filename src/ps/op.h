@@ -22,7 +22,9 @@
 // operations in flight is atomic: Finish takes the mutex only when the operation failed,
 // when its key has a failed push on record, or when it was the last one in flight (to wake
 // WaitAll), so that the I/O thread does not contend with application threads, nor wake a
-// waiter, per operation. A Waiter has its own mutex.
+// waiter, per operation. Once WaitAll has returned, no Finish of an operation begun before
+// it touches the tracker again, so the tracker may be destroyed then. A Waiter has its own
+// mutex.
 #pragma once
 
 #include <atomic>

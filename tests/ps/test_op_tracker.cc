@@ -139,7 +139,27 @@ void TestLaterPushClears() {
 
 }  // namespace
 
+// A tracker destroyed as soon as WaitAll returns, while the thread that finished the last
+// operation may still be inside Finish: Finish must be done with the tracker before WaitAll
+// can see the count at zero (a use after free otherwise, which the sanitizer builds report;
+// CI runs this test under TSan).
+void TestDestroyedRightAfterWaitAll() {
+  constexpr int kRounds = 5000;
+  auto key = Key("7");
+  for (int r = 0; r < kRounds; ++r) {
+    auto tracker = std::make_unique<OpTracker>();
+    auto op = MakeOp(MsgType::kPull, key.get());
+    tracker->Begin(*op);
+    OpTracker* t = tracker.get();
+    std::thread io([&] { t->Finish(*op); });
+    CHECK(WaitAll(*tracker) == 0);
+    tracker.reset();
+    io.join();
+  }
+}
+
 int main() {
+  TestDestroyedRightAfterWaitAll();
   TestWaitAllWaitsForEveryOp();
   TestFailedPushFailsLaterPulls();
   TestLaterPushClears();
