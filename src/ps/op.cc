@@ -157,7 +157,8 @@ void OpTracker::Finish(Op& op) {
       failures_.push_back({op.key, op.status, op.msg, op.type != MsgType::kPush});
     } else if (op.push_seq != 0 && op.push_seq > failed) {
       p.failed_seq.store(0, std::memory_order_relaxed);
-    } else if (op.type == MsgType::kPull && op.status == 0 && failed != 0 && failed <= op.after_pushes) {
+    } else if (op.type == MsgType::kPull && op.status == 0 && failed != 0 &&
+               failed <= op.after_pushes) {
       op.status = p.failed_code;
       op.msg = StrFormat("pull of key %s follows a failed push of the key: %s",
                          op.key->display.c_str(), p.failed_msg.c_str());

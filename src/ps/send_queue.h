@@ -82,7 +82,8 @@ class SendQueue {
   // given back first (as Done, under the same lock) and it is cleared: a sender that
   // collects the tickets of the replies it read takes the lock once per turn, not once
   // per reply.
-  size_t PopSome(std::vector<std::pair<T, Ticket>>* out, size_t max, std::vector<Ticket>* done = nullptr);
+  size_t PopSome(std::vector<std::pair<T, Ticket>>* out, size_t max,
+                 std::vector<Ticket>* done = nullptr);
 
   // Gives back what `ticket` holds (once; the ticket is cleared).
   void Done(Ticket* ticket);
@@ -229,7 +230,8 @@ bool SendQueue<T>::Pop(T* item, Ticket* ticket) {
 }
 
 template <typename T>
-size_t SendQueue<T>::PopSome(std::vector<std::pair<T, Ticket>>* out, size_t max, std::vector<Ticket>* done) {
+size_t SendQueue<T>::PopSome(std::vector<std::pair<T, Ticket>>* out, size_t max,
+                             std::vector<Ticket>* done) {
   std::lock_guard<std::mutex> lock(mu_);
   if (done != nullptr) {
     for (const Ticket& t : *done) DoneLocked(t);
